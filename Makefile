@@ -1,0 +1,48 @@
+# chainwatch: the two commands are `make run` and `make test`. Both install what they need.
+SHELL := /bin/bash
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+BUILD_DEPS := libevent-dev libssl-dev pkg-config
+TEST_DEPS := curl openssl nginx-light python3 python3-pytest procps
+ARGS ?=
+
+.PHONY: all build run test unit e2e deps test-deps clean
+
+all: build
+
+# Installs the Debian packages that are missing (and only those).
+define apt_install
+	@missing=""; for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; fi
+endef
+
+deps:
+	$(call apt_install,$(BUILD_DEPS))
+
+test-deps: deps
+	$(call apt_install,$(TEST_DEPS))
+	@python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
+
+build: deps
+	swift build -c release --product chainwatch
+	swift build -c release --product chainwatch-bench
+
+# Runs the proxy on 127.0.0.1:3128 with the built-in default policy (system trust, alert).
+run: build
+	.build/release/chainwatch run $(ARGS)
+
+# Unit tests (Swift Testing) and end-to-end tests (pytest: real curl, openssl, nginx on loopback).
+test: test-deps build
+	swift test
+	CHAINWATCH_BIN=$(CURDIR)/.build/release/chainwatch CHAINWATCH_BENCH_BIN=$(CURDIR)/.build/release/chainwatch-bench \
+	  python3 -m pytest -q Tests/e2e
+
+unit: deps
+	swift test
+
+e2e: test-deps build
+	CHAINWATCH_BIN=$(CURDIR)/.build/release/chainwatch CHAINWATCH_BENCH_BIN=$(CURDIR)/.build/release/chainwatch-bench \
+	  python3 -m pytest -q Tests/e2e $(ARGS)
+
+clean:
+	rm -rf .build

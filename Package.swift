@@ -1,0 +1,52 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+let package = Package(
+    name: "chainwatch",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "chainwatch", targets: ["chainwatch"]),
+        .executable(name: "chainwatch-bench", targets: ["chainwatch-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+    ],
+    targets: [
+        // C at the bottom: system libraries through pkg-config.
+        .systemLibrary(name: "CLibevent", pkgConfig: "libevent_openssl", providers: [.apt(["libevent-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+
+        // Pure logic: no Foundation, no C, no clock.
+        .target(name: "ChainwatchCore", swiftSettings: [.strictMemorySafety()]),
+
+        // Thin owning wrappers.
+        .target(name: "ChainwatchOpenSSL", dependencies: ["COpenSSL", "ChainwatchCore"]),
+        .target(name: "ChainwatchEventLoop", dependencies: ["CLibevent"]),
+        .target(name: "ChainwatchPolicyFile", dependencies: ["ChainwatchCore", "ChainwatchOpenSSL", .product(name: "Yams", package: "Yams")]),
+
+        // The server.
+        .target(name: "ChainwatchProxy", dependencies: [
+            "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchEventLoop", "ChainwatchPolicyFile", "CLibevent", "COpenSSL",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+
+        // Thin executables.
+        .executableTarget(name: "chainwatch", dependencies: [
+            "ChainwatchProxy", "ChainwatchPolicyFile", "ChainwatchCore", "ChainwatchOpenSSL",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "chainwatch-bench", dependencies: [
+            "ChainwatchEventLoop", "CLibevent", "COpenSSL",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+        ]),
+
+        .testTarget(name: "ChainwatchCoreTests", dependencies: ["ChainwatchCore"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "ChainwatchPolicyFileTests", dependencies: ["ChainwatchPolicyFile", "ChainwatchCore"], resources: [.copy("Fixtures")]),
+    ]
+)

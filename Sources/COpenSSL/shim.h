@@ -1,0 +1,35 @@
+#ifndef CHAINWATCH_COPENSSL_SHIM_H
+#define CHAINWATCH_COPENSSL_SHIM_H
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/x509_vfy.h>
+#include <openssl/pem.h>
+#include <openssl/evp.h>
+#include <openssl/bio.h>
+#include <openssl/sha.h>
+#include <openssl/crypto.h>
+
+// Macros do not import into Swift: each wrapper is named c_openssl_<exact C name>.
+static inline long c_openssl_SSL_set_tlsext_host_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
+static inline long c_openssl_BIO_get_mem_data(BIO *bio, char **data) { return BIO_get_mem_data(bio, data); }
+static inline int c_openssl_sk_X509_num(const STACK_OF(X509) *sk) { return sk_X509_num(sk); }
+static inline X509 *c_openssl_sk_X509_value(const STACK_OF(X509) *sk, int i) { return sk_X509_value(sk, i); }
+static inline STACK_OF(X509) *c_openssl_sk_X509_new_null(void) { return sk_X509_new_null(); }
+static inline int c_openssl_sk_X509_push(STACK_OF(X509) *sk, X509 *x) { return sk_X509_push(sk, x); }
+static inline void c_openssl_sk_X509_free(STACK_OF(X509) *sk) { sk_X509_free(sk); }
+static inline void c_openssl_sk_X509_pop_free(STACK_OF(X509) *sk) { sk_X509_pop_free(sk, X509_free); }
+static inline int c_openssl_sk_GENERAL_NAME_num(const STACK_OF(GENERAL_NAME) *sk) { return sk_GENERAL_NAME_num(sk); }
+static inline GENERAL_NAME *c_openssl_sk_GENERAL_NAME_value(const STACK_OF(GENERAL_NAME) *sk, int i) { return sk_GENERAL_NAME_value(sk, i); }
+static inline void c_openssl_GENERAL_NAMES_free(GENERAL_NAMES *names) { GENERAL_NAMES_free(names); }
+static inline long c_openssl_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int v) { return SSL_CTX_set_min_proto_version(ctx, v); }
+static inline long c_openssl_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int v) { return SSL_CTX_set_max_proto_version(ctx, v); }
+static inline long c_openssl_SSL_set_max_proto_version(SSL *ssl, int v) { return SSL_set_max_proto_version(ssl, v); }
+static inline long c_openssl_SSL_set_min_proto_version(SSL *ssl, int v) { return SSL_set_min_proto_version(ssl, v); }
+static inline long c_openssl_SSL_CTX_set_session_cache_mode(SSL_CTX *ctx, long m) { return SSL_CTX_set_session_cache_mode(ctx, m); }
+static inline unsigned long c_openssl_XN_FLAG_RFC2253(void) { return XN_FLAG_RFC2253; }
+static inline int c_openssl_OPENSSL_VERSION(void) { return OPENSSL_VERSION; }
+static inline long c_openssl_SSL_CTX_set_mode(SSL_CTX *ctx, long m) { return SSL_CTX_set_mode(ctx, m); }
+static inline unsigned long c_openssl_SSL_OP_NO_TICKET(void) { return SSL_OP_NO_TICKET; }
+#endif

@@ -1,0 +1,73 @@
+/// What chainwatch knows about one certificate: everything the checks and the alert log need,
+/// extracted once by the OpenSSL layer so that the checks stay pure.
+public struct CertificateFacts: Sendable, Hashable {
+    /// The public key's algorithm family.
+    public enum KeyType: String, Sendable, Hashable { case rsa, ec, ed25519, ed448, dsa, other }
+
+    /// SHA-256 of the DER encoding (the certificate fingerprint).
+    public var sha256: [UInt8]
+    /// SHA-256 of the DER SubjectPublicKeyInfo (the SPKI pin, as in HPKP and AFNetworking's public-key mode).
+    public var spkiSHA256: [UInt8]
+    /// Subject distinguished name, RFC 2253 form (`CN=leaf,O=Example`).
+    public var subject: String
+    /// Issuer distinguished name, RFC 2253 form.
+    public var issuer: String
+    /// Serial number, uppercase hex.
+    public var serialHex: String
+    public var notBefore: UnixTime
+    public var notAfter: UnixTime
+    /// DNS subjectAltNames, as written in the certificate (may hold `*.` wildcards).
+    public var dnsNames: [String]
+    /// IP subjectAltNames, printed (`127.0.0.1`, `::1`).
+    public var ipAddresses: [String]
+    public var keyType: KeyType
+    /// Key size in bits (RSA modulus, EC field size).
+    public var keyBits: Int
+    /// Signature algorithm's short name, e.g. `sha256WithRSAEncryption`, `ecdsa-with-SHA256`.
+    public var signatureAlgorithm: String
+    /// The digest of the signature, e.g. `SHA256`, `SHA1`, `MD5`; empty for algorithms without a separate digest (Ed25519).
+    public var signatureDigest: String
+    /// basicConstraints CA flag.
+    public var isCA: Bool
+    /// Whether subject and issuer are the same and the certificate verifies with its own key.
+    public var isSelfSigned: Bool
+
+    public init(sha256: [UInt8], spkiSHA256: [UInt8], subject: String, issuer: String, serialHex: String,
+                notBefore: UnixTime, notAfter: UnixTime, dnsNames: [String], ipAddresses: [String],
+                keyType: KeyType, keyBits: Int, signatureAlgorithm: String, signatureDigest: String,
+                isCA: Bool, isSelfSigned: Bool) {
+        self.sha256 = sha256; self.spkiSHA256 = spkiSHA256; self.subject = subject; self.issuer = issuer
+        self.serialHex = serialHex; self.notBefore = notBefore; self.notAfter = notAfter
+        self.dnsNames = dnsNames; self.ipAddresses = ipAddresses; self.keyType = keyType; self.keyBits = keyBits
+        self.signatureAlgorithm = signatureAlgorithm; self.signatureDigest = signatureDigest
+        self.isCA = isCA; self.isSelfSigned = isSelfSigned
+    }
+}
+
+/// The result of building and validating a path with OpenSSL, as plain values.
+public struct PathValidation: Sendable, Hashable {
+    /// The certificates exactly as the server sent them, in order (leaf first).
+    public var presented: [CertificateFacts]
+    /// The path OpenSSL built, leaf first, anchor last; empty when no path could be built at all.
+    /// When `error` is set this is the partial chain OpenSSL had when it stopped.
+    public var path: [CertificateFacts]
+    /// nil when the path validated (at the time given), else the failure.
+    public var error: ValidationError?
+    /// Whether the anchor of `path` is one of the system roots (as opposed to a rule's own CA or `--ca`).
+    public var anchorIsSystemRoot: Bool
+
+    public init(presented: [CertificateFacts], path: [CertificateFacts], error: ValidationError?, anchorIsSystemRoot: Bool) {
+        self.presented = presented; self.path = path; self.error = error; self.anchorIsSystemRoot = anchorIsSystemRoot
+    }
+}
+
+/// Why OpenSSL refused a path: the reason code plus OpenSSL's own words and the depth it failed at.
+public struct ValidationError: Sendable, Hashable, Error {
+    public var reason: Reason          // .untrustedChain, .expired, .notYetValid, .weakKey, .weakSignature, ...
+    public var opensslCode: Int32      // X509_V_ERR_*
+    public var message: String         // X509_verify_cert_error_string
+    public var depth: Int              // 0 = leaf
+    public init(reason: Reason, opensslCode: Int32, message: String, depth: Int) {
+        self.reason = reason; self.opensslCode = opensslCode; self.message = message; self.depth = depth
+    }
+}
