@@ -1,0 +1,152 @@
+internal import CLibevent
+import Glibc
+
+/// What happened to a connection, as its delegate hears it.
+public enum ConnectionEvent: Sendable, Equatable {
+    /// An outgoing connect completed.
+    case connected
+    /// The peer closed its sending side (read returned 0).
+    case endOfStream
+    /// A socket error; `errno` as read on the line after it.
+    case error(Int32)
+    /// A read or write timeout set with `setTimeouts` expired.
+    case timeout
+}
+
+/// Receives a connection's callbacks on its loop's thread.
+public protocol ConnectionDelegate: AnyObject {
+    /// New bytes are in `connection.input`.
+    func connectionDidRead(_ connection: Connection)
+    /// `connection.output` drained to its low watermark.
+    func connectionDidDrain(_ connection: Connection)
+    func connection(_ connection: Connection, didReceive event: ConnectionEvent)
+}
+
+/// A TCP socket on a loop: a `bufferevent` that it owns, closed and freed by `close()` (or deinit).
+/// While open it keeps itself alive (the bufferevent holds a retained reference), so the owner can drop it
+/// only after `close()`. Loop thread only.
+public final class Connection {
+    package private(set) var bev: OpaquePointer?   // bufferevent *
+    public var delegate: ConnectionDelegate?
+    public private(set) var isOpen = true
+    private var selfReference: Unmanaged<Connection>?
+
+    /// Wraps an accepted socket; takes ownership of `fd`.
+    public init(loop: EventLoop, fd: Int32) throws(EventLoopError) {
+        guard let bev = bufferevent_socket_new(loop.base, fd, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else {
+            Glibc.close(fd)
+            throw .fromErrno("bufferevent_socket_new")
+        }
+        self.bev = bev
+        Self.setNoDelay(fd)
+        install()
+    }
+
+    /// A connection not yet connected; call `connect(to:)`.
+    public init(loop: EventLoop) throws(EventLoopError) {
+        guard let bev = bufferevent_socket_new(loop.base, -1, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else {
+            throw .fromErrno("bufferevent_socket_new")
+        }
+        self.bev = bev
+        install()
+    }
+
+    private func install() {
+        let reference = Unmanaged.passRetained(self)
+        selfReference = reference
+        bufferevent_setcb(bev, { _, ctx in
+            let c = Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue()
+            c.delegate?.connectionDidRead(c)
+        }, { _, ctx in
+            let c = Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue()
+            c.delegate?.connectionDidDrain(c)
+        }, { _, what, ctx in
+            let savedErrno = errno
+            let c = Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue()
+            let event: ConnectionEvent
+            if what & Int16(BEV_EVENT_CONNECTED) != 0 {
+                if let fd = c.fd { Connection.setNoDelay(fd) }
+                event = .connected
+            } else if what & Int16(BEV_EVENT_TIMEOUT) != 0 {
+                event = .timeout
+            } else if what & Int16(BEV_EVENT_EOF) != 0 {
+                event = .endOfStream
+            } else {
+                event = .error(savedErrno == 0 ? EIO : savedErrno)
+            }
+            c.delegate?.connection(c, didReceive: event)
+        }, reference.toOpaque())
+        bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
+        bufferevent_set_max_single_read(bev, 64 * 1024)
+        bufferevent_set_max_single_write(bev, 256 * 1024)
+    }
+
+    deinit { if let bev { bufferevent_free(bev) } }
+
+    private static func setNoDelay(_ fd: Int32) {
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    public var fd: Int32? {
+        guard let bev else { return nil }
+        let fd = bufferevent_getfd(bev)
+        return fd >= 0 ? fd : nil
+    }
+
+    public var input: Buffer { Buffer(raw: bufferevent_get_input(bev)) }
+    public var output: Buffer { Buffer(raw: bufferevent_get_output(bev)) }
+
+    /// Starts a non-blocking connect; the delegate hears `.connected` or `.error`.
+    public func connect(to address: SocketAddress) -> Bool {
+        address.withSockaddr { sa, len in bufferevent_socket_connect(bev, UnsafeMutablePointer(mutating: sa), Int32(len)) } == 0
+    }
+
+    public func enableRead() { bufferevent_enable(bev, Int16(EV_READ)) }
+    public func disableRead() { bufferevent_disable(bev, Int16(EV_READ)) }
+    public func enableReadWrite() { bufferevent_enable(bev, c_libevent_EV_READ_WRITE) }
+    public var isReading: Bool { bufferevent_get_enabled(bev) & Int16(EV_READ) != 0 }
+
+    /// Write-side low watermark: `connectionDidDrain` fires when output falls to `low` bytes.
+    public func setWriteLowWatermark(_ low: Int) { bufferevent_setwatermark(bev, Int16(EV_WRITE), low, 0) }
+
+    /// Read and write timeouts in milliseconds (0: none).
+    public func setTimeouts(readMilliseconds: Int, writeMilliseconds: Int) {
+        var r = timeval(tv_sec: readMilliseconds / 1000, tv_usec: (readMilliseconds % 1000) * 1000)
+        var w = timeval(tv_sec: writeMilliseconds / 1000, tv_usec: (writeMilliseconds % 1000) * 1000)
+        withUnsafePointer(to: &r) { rp in
+            withUnsafePointer(to: &w) { wp in
+                _ = bufferevent_set_timeouts(bev, readMilliseconds > 0 ? rp : nil, writeMilliseconds > 0 ? wp : nil)
+            }
+        }
+    }
+
+    public func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { _ = bufferevent_write(bev, $0.baseAddress, $0.count) }
+    }
+
+    /// Half-close: no more bytes will be sent (the peer reads end-of-stream). Call once output is empty.
+    public func shutdownWrite() {
+        if let fd { shutdown(fd, Int32(SHUT_WR)) }
+    }
+
+    /// Closes with an RST instead of a FIN (SO_LINGER 0), so a peer knows the stream did not end normally.
+    public func abort() {
+        if let fd {
+            var l = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
+        }
+        close()
+    }
+
+    /// Frees the bufferevent (closing the socket) and releases the self-reference. Idempotent.
+    public func close() {
+        guard isOpen else { return }
+        isOpen = false
+        if let bev { bufferevent_free(bev) }
+        bev = nil
+        delegate = nil
+        selfReference?.release()
+        selfReference = nil
+    }
+}

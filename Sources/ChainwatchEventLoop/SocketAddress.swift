@@ -1,0 +1,81 @@
+internal import CLibevent
+import Glibc
+
+/// An IPv4 or IPv6 socket address (a copy of a `sockaddr_storage`).
+public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
+    var storage: sockaddr_storage
+    var length: socklen_t
+
+    init(_ pointer: UnsafePointer<sockaddr>, length: socklen_t) {
+        var storage = sockaddr_storage()
+        withUnsafeMutableBytes(of: &storage) { dst in
+            dst.copyMemory(from: UnsafeRawBufferPointer(start: pointer, count: Int(min(length, socklen_t(MemoryLayout<sockaddr_storage>.size)))))
+        }
+        self.storage = storage
+        self.length = length
+    }
+
+    /// Parses a numeric `ADDR:PORT`, `[V6]:PORT`, or a bare address (`127.0.0.1`, `::1`) with `port`.
+    public init?(numeric text: String, port: UInt16? = nil) {
+        let candidates = port.map { [text.contains(":") ? "[\(text)]:\($0)" : "\(text):\($0)", text] } ?? [text]
+        for candidate in candidates {
+            var storage = sockaddr_storage()
+            var length = Int32(MemoryLayout<sockaddr_storage>.size)
+            let parsed = withUnsafeMutablePointer(to: &storage) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { evutil_parse_sockaddr_port(candidate, $0, &length) }
+            }
+            if parsed == 0 {
+                self.storage = storage
+                self.length = socklen_t(length)
+                if let port, self.port == 0 { self.port = port }
+                return
+            }
+        }
+        return nil
+    }
+
+    public var family: Int32 { Int32(storage.ss_family) }
+
+    public var port: UInt16 {
+        get {
+            withUnsafeBytes(of: storage) { raw in
+                family == AF_INET6 ? UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self))
+                                   : UInt16(bigEndian: raw.load(fromByteOffset: 2, as: UInt16.self))
+            }
+        }
+        set {
+            withUnsafeMutableBytes(of: &storage) { raw in raw.storeBytes(of: newValue.bigEndian, toByteOffset: 2, as: UInt16.self) }
+        }
+    }
+
+    /// The address as text, without the port (`127.0.0.1`, `::1`).
+    public var ip: String {
+        var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        var copy = storage
+        return withUnsafePointer(to: &copy) { p in
+            p.withMemoryRebound(to: UInt8.self, capacity: MemoryLayout<sockaddr_storage>.size) { bytes in
+                let src = UnsafeRawPointer(bytes + (family == AF_INET6 ? 8 : 4))
+                return inet_ntop(family, src, &buf, socklen_t(buf.count)) != nil ? String(cString: buf) : "?"
+            }
+        }
+    }
+
+    /// The raw address bytes (4 or 16), for CIDR matching.
+    public var addressBytes: [UInt8] {
+        withUnsafeBytes(of: storage) { raw in
+            family == AF_INET6 ? Array(raw[8..<24]) : Array(raw[4..<8])
+        }
+    }
+
+    public var description: String { family == AF_INET6 ? "[\(ip)]:\(port)" : "\(ip):\(port)" }
+
+    func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+        var copy = storage
+        return withUnsafePointer(to: &copy) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) } }
+    }
+
+    public static func == (a: SocketAddress, b: SocketAddress) -> Bool {
+        a.family == b.family && a.port == b.port && a.addressBytes == b.addressBytes
+    }
+    public func hash(into h: inout Hasher) { h.combine(family); h.combine(port); h.combine(addressBytes) }
+}

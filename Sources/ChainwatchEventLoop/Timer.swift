@@ -1,0 +1,40 @@
+internal import CLibevent
+
+/// A one-shot timer on a loop. Owns its `event`. Loop thread only.
+public final class Timer {
+    private var event: OpaquePointer?
+    private let action: () -> Void
+
+    public init(loop: EventLoop, action: @escaping () -> Void) {
+        self.action = action
+        event = event_new(loop.base, -1, 0, { _, _, ctx in
+            Unmanaged<Timer>.fromOpaque(ctx!).takeUnretainedValue().action()
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    deinit { if let event { event_free(event) } }
+
+    /// Fires once after `milliseconds`, replacing any earlier schedule.
+    public func schedule(milliseconds: Int) {
+        var tv = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+        event_add(event, &tv)
+    }
+
+    public func cancel() { event_del(event) }
+}
+
+/// A signal watched on a loop. Owns its `event`.
+public final class SignalWatcher {
+    private var event: OpaquePointer?
+    private let action: () -> Void
+
+    public init(loop: EventLoop, signal: Int32, action: @escaping () -> Void) {
+        self.action = action
+        event = event_new(loop.base, signal, Int16(EV_SIGNAL | EV_PERSIST), { _, _, ctx in
+            Unmanaged<SignalWatcher>.fromOpaque(ctx!).takeUnretainedValue().action()
+        }, Unmanaged.passUnretained(self).toOpaque())
+        event_add(event, nil)
+    }
+
+    deinit { if let event { event_free(event) } }
+}

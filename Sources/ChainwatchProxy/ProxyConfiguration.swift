@@ -1,0 +1,51 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+
+/// Everything `chainwatch run` was told, checked. Immutable; shared by all loops.
+public struct ProxyConfiguration: Sendable {
+    public var listen: SocketAddress
+    public var threads: Int
+    public var hostsFile: String?
+    /// Networks whose clients may connect; empty: loopback only.
+    public var allowedClients: [CIDR]
+    /// Ports CONNECT may reach; empty: any.
+    public var allowedPorts: Set<UInt16>
+    public var maxConnections: Int
+    public var requestTimeoutMilliseconds = 10_000
+    public var connectTimeoutMilliseconds = 10_000
+    public var idleTimeoutMilliseconds = 300_000
+    public var shutdownGraceMilliseconds = 10_000
+    /// Bytes buffered for one direction of a tunnel before the sending side is paused.
+    public var maxBufferedPerDirection = 256 * 1024
+
+    public init(listen: SocketAddress, threads: Int, hostsFile: String? = nil, allowedClients: [CIDR] = [],
+                allowedPorts: Set<UInt16> = [], maxConnections: Int = 10_000) {
+        self.listen = listen; self.threads = threads; self.hostsFile = hostsFile
+        self.allowedClients = allowedClients; self.allowedPorts = allowedPorts; self.maxConnections = maxConnections
+    }
+
+    /// Whether a client address may use the proxy.
+    public func admits(client: SocketAddress) -> Bool {
+        let bytes = client.addressBytes
+        if allowedClients.isEmpty {
+            return CIDR("127.0.0.0/8")!.contains(bytes) || CIDR("::1/128")!.contains(bytes)
+        }
+        return allowedClients.contains { $0.contains(bytes) }
+    }
+
+    public enum ConfigurationError: Error, CustomStringConvertible {
+        case nonLoopbackWithoutAllowList(String)
+        public var description: String {
+            switch self {
+            case .nonLoopbackWithoutAllowList(let address):
+                "refusing to listen on \(address) without --allow-client: name the client networks allowed to use the proxy (e.g. --allow-client 10.0.0.0/8)"
+            }
+        }
+    }
+
+    /// Refuses an open proxy: a non-loopback listen address needs an explicit client allow-list.
+    public func validate() throws(ConfigurationError) {
+        let isLoopback = CIDR("127.0.0.0/8")!.contains(listen.addressBytes) || CIDR("::1/128")!.contains(listen.addressBytes)
+        if !isLoopback && allowedClients.isEmpty { throw .nonLoopbackWithoutAllowList(listen.description) }
+    }
+}

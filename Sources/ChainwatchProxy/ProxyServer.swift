@@ -1,0 +1,71 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+import Foundation
+import Logging
+
+/// The proxy: N worker loops on their own threads, each with a SO_REUSEPORT listener.
+/// `run()` blocks the calling thread (the control thread: signals) until shutdown.
+public final class ProxyServer: @unchecked Sendable {
+    public let configuration: ProxyConfiguration
+    public let stats = ProxyStats()
+    private let logger: Logger
+    private var workers: [Worker] = []
+    private var threads: [Thread] = []
+
+    public init(configuration: ProxyConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Binds every loop's listener (so errors surface before `run`), then starts the loops' threads.
+    public func start() throws {
+        try configuration.validate()
+        signal(SIGPIPE, SIG_IGN)
+        for index in 0..<max(1, configuration.threads) {
+            workers.append(try Worker(index: index, configuration: configuration, stats: stats, logger: logger))
+        }
+        let finished = DispatchGroup()
+        self.finished = finished
+        for worker in workers {
+            finished.enter()
+            let thread = Thread { [worker] in
+                worker.loop.run()
+                finished.leave()
+            }
+            thread.name = "chainwatch-loop-\(worker.loop.index)"
+            thread.stackSize = 1 << 20
+            threads.append(thread)
+            thread.start()
+        }
+        logger.notice("listening on \(configuration.listen) with \(workers.count) loop(s)")
+    }
+    private var finished: DispatchGroup?
+
+    /// Blocks until SIGTERM or SIGINT, then drains: stop accepting, give tunnels the grace period, stop.
+    public func runUntilSignalled(onSignal extra: [(Int32, () -> Void)] = []) throws {
+        let control = try EventLoop(index: -1)
+        var watchers: [SignalWatcher] = []
+        for sig in [SIGTERM, SIGINT] {
+            watchers.append(SignalWatcher(loop: control, signal: sig) { [self] in
+                logger.notice("signal \(sig): draining \(workers.reduce(0) { $0 + $1.tunnelCount }) connection(s), grace \(configuration.shutdownGraceMilliseconds) ms")
+                control.stop()
+            })
+        }
+        for (sig, action) in extra { watchers.append(SignalWatcher(loop: control, signal: sig, action: action)) }
+        control.run()
+        watchers.removeAll()
+        shutdown()
+    }
+
+    /// Stops accepting, waits up to the grace period for tunnels to finish, then stops every loop.
+    public func shutdown() {
+        for worker in workers { worker.loop.execute { worker.beginDrain() } }
+        let deadline = DispatchTime.now() + .milliseconds(configuration.shutdownGraceMilliseconds)
+        if finished?.wait(timeout: deadline) == .timedOut {
+            logger.warning("grace period over: closing remaining connections")
+            for worker in workers { worker.loop.stop() }
+            _ = finished?.wait(timeout: .now() + 2)
+        }
+        logger.notice("stopped")
+    }
+}

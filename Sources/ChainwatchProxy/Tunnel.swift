@@ -1,0 +1,459 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+import Glibc
+import Logging
+
+/// One client connection, from its first request byte to its close: a CONNECT tunnel, or a keep-alive series of
+/// plain-HTTP exchanges. Owned by its `Worker`; lives and dies on the worker's loop.
+final class Tunnel: ConnectionDelegate {
+    enum Phase: Equatable {
+        /// Waiting for a complete request head from the client.
+        case readingRequest
+        /// Resolving and connecting upstream.
+        case connecting
+        /// CONNECT: bytes flow both ways.
+        case relaying
+        /// Plain HTTP: one exchange in flight.
+        case exchanging
+        case closed
+    }
+
+    let id: UInt64
+    unowned let worker: Worker
+    let client: Connection
+    let clientAddress: SocketAddress
+    private(set) var phase = Phase.readingRequest
+    private var upstream: Connection?
+    private var target: Authority?
+    private var logger: Logger
+    private lazy var timer = Timer(loop: worker.loop) { [unowned self] in self.timerFired() }
+    private var lastActivity: Int64 = 0
+
+    // Relay state, per direction.
+    private var clientSentEOF = false
+    private var upstreamSentEOF = false
+    private var clientPaused = false      // client reads paused: upstream output is full
+    private var upstreamPaused = false    // upstream reads paused: client output is full
+    private var closeWhenFlushed = false
+
+    // Plain HTTP state.
+    private var exchange: Exchange?
+    private var exchangesServed = 0
+
+    init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress) {
+        self.id = id
+        self.worker = worker
+        self.client = client
+        self.clientAddress = clientAddress
+        var logger = worker.logger
+        logger[metadataKey: "tunnel.id"] = "\(id)"
+        logger[metadataKey: "source.ip"] = "\(clientAddress.ip)"
+        self.logger = logger
+        client.delegate = self
+    }
+
+    func start() {
+        lastActivity = worker.loop.cachedMilliseconds
+        timer.schedule(milliseconds: worker.configuration.requestTimeoutMilliseconds)
+        client.enableReadWrite()
+    }
+
+    // MARK: - Request
+
+    private func readRequest() {
+        let input = client.input
+        let limit = RequestHeadParser.defaultLimit
+        let parsed: (head: RequestHead, length: Int)?
+        do {
+            parsed = try RequestHeadParser.parse(input.peek(max: limit + 4), limit: limit)
+        } catch {
+            refuse(status: error.status, reason: error.detail)
+            return
+        }
+        guard let (head, length) = parsed else { return }
+        input.drain(length)
+        let request: ProxyRequest
+        do {
+            request = try ProxyRequest.classify(head)
+        } catch {
+            refuse(status: error.status, reason: error.reason)
+            return
+        }
+        switch request {
+        case .connect(let authority):
+            if !worker.configuration.allowedPorts.isEmpty && !worker.configuration.allowedPorts.contains(authority.port) {
+                refuse(status: 403, reason: "CONNECT to port \(authority.port) is not allowed by --allow-port")
+                return
+            }
+            begin(target: authority, exchange: nil)
+        case .forward(let authority, let rewritten):
+            let framing = BodyFraming.request(head) ?? .length(0)
+            begin(target: authority, exchange: Exchange(
+                method: head.method, head: rewritten, requestBody: BodyScanner(framing),
+                keepAlive: ProxyRequest.clientKeepsAlive(head)))
+        }
+    }
+
+    private func begin(target authority: Authority, exchange: Exchange?) {
+        target = authority
+        self.exchange = exchange
+        logger[metadataKey: "destination.domain"] = "\(authority.host)"
+        logger[metadataKey: "destination.port"] = "\(authority.port)"
+        phase = .connecting
+        client.disableRead()   // bytes after the head (an eager ClientHello, a body) wait in client.input
+        timer.cancel()
+        worker.loop.resolve(host: authority.host, port: authority.port) { [self] result in
+            guard phase == .connecting else { return }
+            switch result {
+            case .failure(let error):
+                refuse(status: 502, reason: "\(error)")
+            case .success(let addresses):
+                connect(addresses[...], lastError: nil)
+            }
+        }
+    }
+
+    /// Tries each resolved address in turn, each with the connect timeout.
+    private func connect(_ addresses: ArraySlice<SocketAddress>, lastError: ConnectFailure?) {
+        guard let address = addresses.first else {
+            let failure = lastError ?? .refused(ECONNREFUSED)
+            refuse(status: failure.status, reason: "cannot connect to \(target!): \(failure)")
+            return
+        }
+        let connection: Connection
+        do {
+            connection = try Connection(loop: worker.loop)
+        } catch {
+            refuse(status: 502, reason: "\(error)")
+            return
+        }
+        upstream = connection
+        pendingAddresses = addresses.dropFirst()
+        connection.delegate = self
+        timer.schedule(milliseconds: worker.configuration.connectTimeoutMilliseconds)
+        if !connection.connect(to: address) {
+            let failure = ConnectFailure.refused(errno)
+            connection.close()
+            upstream = nil
+            connect(pendingAddresses, lastError: failure)
+        }
+    }
+    private var pendingAddresses: ArraySlice<SocketAddress> = []
+
+    enum ConnectFailure: CustomStringConvertible {
+        case refused(Int32), timedOut
+        var status: Int { if case .timedOut = self { 504 } else { 502 } }
+        var description: String {
+            switch self {
+            case .refused(let e): String(cString: strerror(e)).lowercased()
+            case .timedOut: "connect timed out"
+            }
+        }
+    }
+
+    private func upstreamConnected() {
+        timer.cancel()
+        lastActivity = worker.loop.cachedMilliseconds
+        timer.schedule(milliseconds: worker.configuration.idleTimeoutMilliseconds)
+        guard let upstream else { return }
+        upstream.enableReadWrite()
+        if let exchange {
+            upstream.output.append(HTTPWriter.bytes(of: exchange.head))
+            phase = .exchanging
+            client.enableRead()
+            forwardRequestBody()
+        } else {
+            worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
+            client.write(HTTPWriter.connectionEstablished)
+            phase = .relaying
+            client.enableRead()
+            if client.input.count > 0 { relay(from: client, to: upstream) }
+        }
+    }
+
+    /// Answers the client with an error of the proxy's own and closes once it is sent. One log line.
+    private func refuse(status: Int, reason: String) {
+        logger.warning("\(status) \(reason)")
+        worker.stats.refused.add(1, ordering: .relaxed)
+        upstream?.close()
+        upstream = nil
+        client.disableRead()
+        client.write(HTTPWriter.proxyResponse(status: status, body: reason))
+        phase = .closed
+        closeWhenFlushed = true
+        timer.schedule(milliseconds: 5_000)   // a client that never reads its error still goes away
+    }
+
+    // MARK: - Relay (CONNECT)
+
+    /// Moves everything readable from one side to the other's output (no copies); pauses the reader when the
+    /// other side's output is full, so a slow side throttles the fast one and memory stays bounded.
+    private func relay(from source: Connection, to destination: Connection) {
+        destination.output.moveAll(from: source.input)
+        pauseIfFull(reader: source, writer: destination)
+    }
+
+    private func pauseIfFull(reader: Connection, writer: Connection) {
+        let limit = worker.configuration.maxBufferedPerDirection
+        guard writer.output.count >= limit else { return }
+        reader.disableRead()
+        if reader === client { clientPaused = true } else { upstreamPaused = true }
+        writer.setWriteLowWatermark(limit / 2)
+    }
+
+    private func drained(_ connection: Connection) {
+        guard let upstream else { return }
+        if connection === upstream, clientPaused {
+            clientPaused = false
+            upstream.setWriteLowWatermark(0)
+            client.enableRead()
+            if client.input.count > 0 { readable(client) }
+        } else if connection === client, upstreamPaused {
+            upstreamPaused = false
+            client.setWriteLowWatermark(0)
+            upstream.enableRead()
+            if upstream.input.count > 0 { readable(upstream) }
+        }
+        finishHalfCloses()
+    }
+
+    /// Passes an end-of-stream on once the other side has written everything before it; closes when both ends are done.
+    private func finishHalfCloses() {
+        guard let upstream else { return }
+        if clientSentEOF, upstream.output.count == 0, !upstreamWriteShut {
+            upstreamWriteShut = true
+            upstream.shutdownWrite()
+        }
+        if upstreamSentEOF, client.output.count == 0, !clientWriteShut {
+            clientWriteShut = true
+            client.shutdownWrite()
+        }
+        if clientWriteShut && upstreamWriteShut { close() }
+    }
+    private var clientWriteShut = false
+    private var upstreamWriteShut = false
+
+    // MARK: - Plain HTTP
+
+    struct Exchange {
+        var method: String
+        var head: RequestHead
+        var requestBody: BodyScanner
+        var keepAlive: Bool
+        var responseBody: BodyScanner?
+    }
+
+    private func forwardRequestBody() {
+        guard var exchange, let upstream, !exchange.requestBody.isComplete else { return }
+        do {
+            try move(&exchange.requestBody, from: client.input, to: upstream.output)
+        } catch {
+            refuse(status: 400, reason: "malformed chunked request body: \(error)")
+            return
+        }
+        self.exchange = exchange
+        if exchange.requestBody.isComplete { client.disableRead() }   // pipelined requests wait their turn
+        else { pauseIfFull(reader: client, writer: upstream) }
+    }
+
+    private func forwardResponse() {
+        guard var exchange, let upstream else { return }
+        if exchange.responseBody == nil {
+            let parsed: (head: ResponseHead, length: Int)?
+            do {
+                parsed = try ResponseHead.parse(upstream.input.peek(max: 64 * 1024 + 4))
+            } catch {
+                refuse(status: 502, reason: "upstream sent a malformed response: \(error.detail)")
+                return
+            }
+            guard let (head, length) = parsed else { return }
+            upstream.input.drain(length)
+            guard let framing = BodyFraming.response(head, requestMethod: exchange.method) else {
+                refuse(status: 502, reason: "upstream response has an ambiguous body length")
+                return
+            }
+            var headers = ProxyRequest.endToEnd(head.headers)
+            if (100..<200).contains(head.status) {
+                client.write(HTTPWriter.bytes(of: ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: head.reasonPhrase, headers: headers)))
+                if upstream.input.count > 0 { forwardResponse() }
+                return
+            }
+            if framing == .untilClose { exchange.keepAlive = false }
+            headers.append(("Via", "1.1 chainwatch"))
+            headers.append(("Connection", exchange.keepAlive ? "keep-alive" : "close"))
+            client.write(HTTPWriter.bytes(of: ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: head.reasonPhrase, headers: headers)))
+            exchange.responseBody = BodyScanner(framing)
+        }
+        do {
+            try move(&exchange.responseBody!, from: upstream.input, to: client.output)
+        } catch {
+            logger.warning("upstream sent a malformed chunked body: \(error)")
+            client.abort()
+            close()
+            return
+        }
+        self.exchange = exchange
+        if exchange.responseBody!.isComplete { finishExchange() }
+        else { pauseIfFull(reader: upstream, writer: client) }
+    }
+
+    /// The response is complete: drop the upstream connection and serve the next request, or close.
+    private func finishExchange() {
+        guard let exchange else { return }
+        exchangesServed += 1
+        upstream?.close()
+        upstream = nil
+        upstreamPaused = false
+        clientPaused = false
+        self.exchange = nil
+        client.setWriteLowWatermark(0)
+        guard exchange.keepAlive, exchange.requestBody.isComplete else {
+            closeWhenFlushed = true
+            client.disableRead()
+            if client.output.count == 0 { close() }
+            return
+        }
+        phase = .readingRequest
+        timer.schedule(milliseconds: worker.configuration.idleTimeoutMilliseconds)
+        client.enableRead()
+        if client.input.count > 0 { readRequest() }
+    }
+
+    /// Moves the bytes of `source` that belong to the body `scanner` tracks, without copying them.
+    private func move(_ scanner: inout BodyScanner, from source: Buffer, to destination: Buffer) throws(BodyScanner.ScanError) {
+        var used = 0
+        var failure: BodyScanner.ScanError?
+        source.forEachChunk(from: 0) { chunk in
+            guard failure == nil, !scanner.isComplete else { return }
+            do throws(BodyScanner.ScanError) { used += try scanner.consume(chunk) } catch { failure = error }
+        }
+        if let failure { throw failure }
+        destination.move(used, from: source)
+    }
+
+    // MARK: - Events
+
+    private func readable(_ connection: Connection) {
+        lastActivity = worker.loop.cachedMilliseconds
+        switch phase {
+        case .readingRequest:
+            if connection === client { readRequest() }
+        case .relaying:
+            guard let upstream else { return }
+            if connection === client { relay(from: client, to: upstream) } else { relay(from: upstream, to: client) }
+        case .exchanging:
+            if connection === client { forwardRequestBody() } else { forwardResponse() }
+        case .connecting, .closed:
+            break
+        }
+    }
+
+    func connectionDidRead(_ connection: Connection) { readable(connection) }
+
+    func connectionDidDrain(_ connection: Connection) {
+        if closeWhenFlushed, connection === client, client.output.count == 0 {
+            close()
+            return
+        }
+        drained(connection)
+    }
+
+    func connection(_ connection: Connection, didReceive event: ConnectionEvent) {
+        if connection === client {
+            clientEvent(event)
+        } else {
+            upstreamEvent(event)
+        }
+    }
+
+    private func clientEvent(_ event: ConnectionEvent) {
+        switch (phase, event) {
+        case (.relaying, .endOfStream):
+            clientSentEOF = true
+            finishHalfCloses()
+        case (_, .error(let e)) where phase == .relaying:
+            logger.info("client reset: \(String(cString: strerror(e)))")
+            upstream?.abort()
+            close()
+        default:
+            close()
+        }
+    }
+
+    private func upstreamEvent(_ event: ConnectionEvent) {
+        switch (phase, event) {
+        case (.connecting, .connected):
+            upstreamConnected()
+        case (.connecting, .error(let e)):
+            upstream?.close()
+            upstream = nil
+            connect(pendingAddresses, lastError: .refused(e))
+        case (.relaying, .endOfStream):
+            upstreamSentEOF = true
+            finishHalfCloses()
+        case (.relaying, .error(let e)):
+            logger.info("upstream reset: \(String(cString: strerror(e)))")
+            client.abort()
+            close()
+        case (.exchanging, .endOfStream):
+            if upstream?.input.count ?? 0 > 0 { forwardResponse() }
+            guard let exchange else { return }
+            if exchange.responseBody == nil {
+                refuse(status: 502, reason: "upstream closed the connection without a response")
+            } else if exchange.responseBody!.endsAtClose || exchange.responseBody!.isComplete {
+                self.exchange?.keepAlive = false
+                finishExchange()
+            } else {
+                logger.info("upstream closed mid-response")
+                client.abort()
+                close()
+            }
+        case (.exchanging, .error(let e)):
+            if exchange?.responseBody == nil {
+                refuse(status: 502, reason: "upstream failed: \(String(cString: strerror(e)))")
+            } else {
+                client.abort()
+                close()
+            }
+        default:
+            close()
+        }
+    }
+
+    private func timerFired() {
+        switch phase {
+        case .readingRequest:
+            if exchangesServed > 0 && client.input.count == 0 {
+                close()   // an idle keep-alive client: close quietly
+            } else {
+                refuse(status: 408, reason: "no complete request within \(worker.configuration.requestTimeoutMilliseconds / 1000) s")
+            }
+        case .connecting:
+            upstream?.close()
+            upstream = nil
+            connect(pendingAddresses, lastError: .timedOut)
+        case .relaying, .exchanging:
+            let idle = worker.loop.cachedMilliseconds - lastActivity
+            let limit = Int64(worker.configuration.idleTimeoutMilliseconds)
+            if idle >= limit {
+                logger.info("idle for \(idle / 1000) s, closing")
+                close()
+            } else {
+                timer.schedule(milliseconds: Int(limit - idle))
+            }
+        case .closed:
+            close()
+        }
+    }
+
+    /// Closes both sides and leaves the worker. Idempotent.
+    func close() {
+        guard client.isOpen || upstream != nil else { return }
+        phase = .closed
+        timer.cancel()
+        client.close()
+        upstream?.close()
+        upstream = nil
+        worker.tunnelClosed(self)
+    }
+}

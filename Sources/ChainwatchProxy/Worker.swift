@@ -1,0 +1,76 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+import Glibc
+import Logging
+
+/// One event loop with its own listener and the tunnels accepted on it. Everything here runs on the loop's thread;
+/// other threads reach it only through `loop.execute`, hence the unchecked Sendable.
+final class Worker: @unchecked Sendable {
+    let loop: EventLoop
+    let configuration: ProxyConfiguration
+    let stats: ProxyStats
+    let logger: Logger
+    private var listener: Listener?
+    private var tunnels: [UInt64: Tunnel] = [:]
+    private var nextID: UInt64
+    private var draining = false
+
+    init(index: Int, configuration: ProxyConfiguration, stats: ProxyStats, logger: Logger) throws {
+        loop = try EventLoop(index: index, hostsFile: configuration.hostsFile)
+        self.configuration = configuration
+        self.stats = stats
+        var logger = logger
+        logger[metadataKey: "loop"] = "\(index)"
+        self.logger = logger
+        nextID = UInt64(index) << 48
+        listener = try Listener(loop: loop, address: configuration.listen) { [unowned self] fd, peer in
+            self.accept(fd: fd, peer: peer)
+        }
+    }
+
+    private func accept(fd: Int32, peer: SocketAddress) {
+        stats.acceptedConnections.add(1, ordering: .relaxed)
+        guard configuration.admits(client: peer) else {
+            logger.warning("refused client \(peer.ip): not in --allow-client")
+            Glibc.close(fd)
+            return
+        }
+        let open = stats.openConnections.add(1, ordering: .relaxed).newValue
+        if open > configuration.maxConnections {
+            stats.openConnections.subtract(1, ordering: .relaxed)
+            logger.warning("503 connection limit (\(configuration.maxConnections)) reached, refusing \(peer)")
+            let answer = HTTPWriter.proxyResponse(status: 503, body: "connection limit reached (\(configuration.maxConnections))")
+            _ = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            Glibc.close(fd)
+            return
+        }
+        let connection: Connection
+        do {
+            connection = try Connection(loop: loop, fd: fd)
+        } catch {
+            stats.openConnections.subtract(1, ordering: .relaxed)
+            logger.error("\(error)")
+            return
+        }
+        nextID += 1
+        let tunnel = Tunnel(id: nextID, worker: self, client: connection, clientAddress: peer)
+        tunnels[tunnel.id] = tunnel
+        tunnel.start()
+    }
+
+    func tunnelClosed(_ tunnel: Tunnel) {
+        guard tunnels.removeValue(forKey: tunnel.id) != nil else { return }
+        stats.openConnections.subtract(1, ordering: .relaxed)
+        if draining && tunnels.isEmpty { loop.stop() }
+    }
+
+    /// Stops accepting; the loop ends when its last tunnel closes (or when the server's grace period ends).
+    func beginDrain() {
+        draining = true
+        listener?.close()
+        listener = nil
+        if tunnels.isEmpty { loop.stop() }
+    }
+
+    var tunnelCount: Int { tunnels.count }
+}

@@ -1,0 +1,84 @@
+import ArgumentParser
+import ChainwatchCore
+import ChainwatchEventLoop
+import ChainwatchProxy
+import Foundation
+import Logging
+
+@main
+struct Chainwatch: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chainwatch",
+        abstract: "A man-in-the-middle detection proxy: forwards CONNECT tunnels unchanged and checks every server's certificate chain against a policy.",
+        subcommands: [Run.self],
+        defaultSubcommand: Run.self)
+}
+
+struct Run: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the proxy (the default command).")
+
+    @Option(help: "Address to listen on, ADDR:PORT or [V6]:PORT.")
+    var listen = "127.0.0.1:3128"
+
+    @Option(help: "Event loops, each on its own thread (default: one per core).")
+    var threads: Int = ProcessInfo.processInfo.activeProcessorCount
+
+    @Option(help: "A hosts(5) file consulted before DNS (with /etc/hosts).")
+    var hosts: String?
+
+    @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
+    var allowClient: [String] = []
+
+    @Option(name: .customLong("allow-port"), help: "A port CONNECT may reach (repeatable; default: any).")
+    var allowPort: [UInt16] = []
+
+    @Option(name: .customLong("max-connections"), help: "Most client connections open at once; more get 503.")
+    var maxConnections = 10_000
+
+    @Option(name: .customLong("connect-timeout"), help: "Seconds to connect upstream before 504.")
+    var connectTimeout = 10.0
+
+    @Option(name: .customLong("request-timeout"), help: "Seconds for a client to send its request head before 408.")
+    var requestTimeout = 10.0
+
+    @Option(name: .customLong("idle-timeout"), help: "Seconds a tunnel may carry no bytes before it is closed.")
+    var idleTimeout = 300.0
+
+    @Option(help: "Seconds tunnels may take to finish after SIGTERM/SIGINT.")
+    var grace = 10.0
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = "info"
+
+    func validate() throws {
+        guard SocketAddress(numeric: listen) != nil else { throw ValidationError("--listen: \(listen) is not ADDR:PORT or [V6]:PORT") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
+        for c in allowClient where CIDR(c) == nil { throw ValidationError("--allow-client: \(c) is not a CIDR network") }
+        guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+    }
+
+    func run() throws {
+        let level = Logger.Level(rawValue: logLevel)!
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "chainwatch")
+        var configuration = ProxyConfiguration(
+            listen: SocketAddress(numeric: listen)!, threads: threads, hostsFile: hosts,
+            allowedClients: allowClient.compactMap(CIDR.init), allowedPorts: Set(allowPort), maxConnections: maxConnections)
+        configuration.connectTimeoutMilliseconds = Int(connectTimeout * 1000)
+        configuration.requestTimeoutMilliseconds = Int(requestTimeout * 1000)
+        configuration.idleTimeoutMilliseconds = Int(idleTimeout * 1000)
+        configuration.shutdownGraceMilliseconds = Int(grace * 1000)
+        let server = ProxyServer(configuration: configuration, logger: logger)
+        do {
+            try server.start()
+        } catch {
+            logger.critical("cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        try server.runUntilSignalled()
+    }
+}
