@@ -15,6 +15,9 @@ final class Tunnel: ConnectionDelegate {
         case relaying
         /// Plain HTTP: one exchange in flight.
         case exchanging
+        /// Our own error answer is sent; reading and discarding until the client closes, so it gets the answer
+        /// and not a reset (a close with unread input sends an RST).
+        case lingering
         case closed
     }
 
@@ -171,17 +174,18 @@ final class Tunnel: ConnectionDelegate {
         }
     }
 
-    /// Answers the client with an error of the proxy's own and closes once it is sent. One log line.
-    private func refuse(status: Int, reason: String) {
+    /// Answers the client with an error of the proxy's own, then closes gracefully. One log line.
+    func refuse(status: Int, reason: String) {
         logger.warning("\(status) \(reason)")
         worker.stats.refused.add(1, ordering: .relaxed)
         upstream?.close()
         upstream = nil
-        client.disableRead()
         client.write(HTTPWriter.proxyResponse(status: status, body: reason))
-        phase = .closed
-        closeWhenFlushed = true
-        timer.schedule(milliseconds: 5_000)   // a client that never reads its error still goes away
+        phase = .lingering
+        client.input.drain(client.input.count)
+        client.enableRead()
+        timer.schedule(milliseconds: 2_000)   // a client that never reads or closes still goes away
+        if client.output.count == 0 { client.shutdownWrite() }
     }
 
     // MARK: - Relay (CONNECT)
@@ -343,6 +347,8 @@ final class Tunnel: ConnectionDelegate {
             if connection === client { relay(from: client, to: upstream) } else { relay(from: upstream, to: client) }
         case .exchanging:
             if connection === client { forwardRequestBody() } else { forwardResponse() }
+        case .lingering:
+            client.input.drain(client.input.count)
         case .connecting, .closed:
             break
         }
@@ -351,6 +357,10 @@ final class Tunnel: ConnectionDelegate {
     func connectionDidRead(_ connection: Connection) { readable(connection) }
 
     func connectionDidDrain(_ connection: Connection) {
+        if phase == .lingering, connection === client, client.output.count == 0 {
+            client.shutdownWrite()
+            return
+        }
         if closeWhenFlushed, connection === client, client.output.count == 0 {
             close()
             return
@@ -371,7 +381,7 @@ final class Tunnel: ConnectionDelegate {
         case (.relaying, .endOfStream):
             clientSentEOF = true
             finishHalfCloses()
-        case (_, .error(let e)) where phase == .relaying:
+        case (.relaying, .error(let e)):
             logger.info("client reset: \(String(cString: strerror(e)))")
             upstream?.abort()
             close()
@@ -441,7 +451,7 @@ final class Tunnel: ConnectionDelegate {
             } else {
                 timer.schedule(milliseconds: Int(limit - idle))
             }
-        case .closed:
+        case .lingering, .closed:
             close()
         }
     }

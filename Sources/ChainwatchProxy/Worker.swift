@@ -36,14 +36,6 @@ final class Worker: @unchecked Sendable {
             return
         }
         let open = stats.openConnections.add(1, ordering: .relaxed).newValue
-        if open > configuration.maxConnections {
-            stats.openConnections.subtract(1, ordering: .relaxed)
-            logger.warning("503 connection limit (\(configuration.maxConnections)) reached, refusing \(peer)")
-            let answer = HTTPWriter.proxyResponse(status: 503, body: "connection limit reached (\(configuration.maxConnections))")
-            _ = answer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            Glibc.close(fd)
-            return
-        }
         let connection: Connection
         do {
             connection = try Connection(loop: loop, fd: fd)
@@ -56,6 +48,9 @@ final class Worker: @unchecked Sendable {
         let tunnel = Tunnel(id: nextID, worker: self, client: connection, clientAddress: peer)
         tunnels[tunnel.id] = tunnel
         tunnel.start()
+        if open > configuration.maxConnections {
+            tunnel.refuse(status: 503, reason: "connection limit reached (\(configuration.maxConnections))")
+        }
     }
 
     func tunnelClosed(_ tunnel: Tunnel) {

@@ -1,0 +1,165 @@
+import Testing
+@testable import ChainwatchCore
+
+@Suite struct RequestHeadParserTests {
+    let connect = Array("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nUser-Agent: t\r\n\r\n".utf8)
+
+    @Test func parsesACompleteConnectHead() throws {
+        let (head, length) = try #require(try RequestHeadParser.parse(connect))
+        #expect(head.method == "CONNECT")
+        #expect(head.target == "example.com:443")
+        #expect(head.value(of: "user-agent") == "t")
+        #expect(length == connect.count)
+    }
+
+    @Test func everyTruncationNeedsMoreBytes() throws {
+        for n in 0..<connect.count {
+            #expect(try RequestHeadParser.parse(connect[..<n]) == nil, "prefix \(n)")
+        }
+    }
+
+    @Test func leavesBytesAfterTheHeadAlone() throws {
+        let bytes = connect + [0x16, 0x03, 0x01]
+        let (_, length) = try #require(try RequestHeadParser.parse(bytes))
+        #expect(length == connect.count)
+    }
+
+    @Test func oversizedHeadIs431() {
+        let big = Array("GET http://a/ HTTP/1.1\r\nX: ".utf8) + Array(repeating: UInt8(ascii: "a"), count: 20_000)
+        #expect(throws: RequestHeadError.tooLarge(limit: RequestHeadParser.defaultLimit)) { try RequestHeadParser.parse(big) }
+    }
+
+    @Test(arguments: [
+        "GET\r\n\r\n", "GET / HTTP/2.0\r\n\r\n", "GET  / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+        "GET / HTTP/1.1\r\n folded: x\r\n\r\n", "G(T / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
+    ])
+    func malformedHeadsAre400(text: String) {
+        #expect(throws: RequestHeadError.self) { try RequestHeadParser.parse(Array(text.utf8)) }
+        do { _ = try RequestHeadParser.parse(Array(text.utf8)) } catch { #expect(error.status == 400) }
+    }
+
+    @Test func aTLSClientHelloIsRejectedAtOnce() {
+        #expect(throws: RequestHeadError.self) { try RequestHeadParser.parse([0x16, 0x03, 0x01, 0x00]) }
+    }
+}
+
+@Suite struct AuthorityTests {
+    @Test func parsesNamesV4AndBracketedV6() {
+        #expect(Authority.parse("Example.COM.:443") == Authority(host: "example.com", port: 443))
+        #expect(Authority.parse("127.0.0.1:8443") == Authority(host: "127.0.0.1", port: 8443))
+        #expect(Authority.parse("[::1]:443") == Authority(host: "::1", port: 443))
+        #expect(Authority.parse("[::1]:443")?.description == "[::1]:443")
+        #expect(Authority.parse("example.com", defaultPort: 80) == Authority(host: "example.com", port: 80))
+    }
+
+    @Test(arguments: ["example.com", ":443", "example.com:", "example.com:0", "example.com:65536", "[::1", "::1:443",
+                      "[zz]:1", "a b:1", "example.com:44x", "[::1]443"])
+    func rejectsBadTargets(text: String) {
+        #expect(Authority.parse(text) == nil)
+    }
+}
+
+@Suite struct ProxyRequestTests {
+    func head(_ text: String) throws -> RequestHead { try #require(try RequestHeadParser.parse(Array(text.utf8))).head }
+
+    @Test func absoluteFormIsRewrittenToOriginForm() throws {
+        let h = try head("GET http://Example.com:8080/a?b=1 HTTP/1.1\r\nHost: example.com:8080\r\nProxy-Connection: keep-alive\r\nConnection: X-Drop\r\nX-Drop: 1\r\nX-Keep: 2\r\n\r\n")
+        guard case .forward(let authority, let out) = try ProxyRequest.classify(h) else { Issue.record("not forwarded"); return }
+        #expect(authority == Authority(host: "example.com", port: 8080))
+        #expect(out.target == "/a?b=1")
+        #expect(out.value(of: "X-Keep") == "2")
+        #expect(out.value(of: "X-Drop") == nil)
+        #expect(out.value(of: "Proxy-Connection") == nil)
+        #expect(out.value(of: "Via") == "1.1 chainwatch")
+        #expect(out.value(of: "Connection") == "close")
+    }
+
+    @Test func missingPathAndHostAreFilledIn() throws {
+        guard case .forward(_, let out) = try ProxyRequest.classify(try head("GET http://a.test HTTP/1.0\r\n\r\n")) else { return }
+        #expect(out.target == "/")
+        #expect(out.value(of: "Host") == "a.test")
+        #expect(out.value(of: "Via") == "1.0 chainwatch")
+    }
+
+    /// The status a head is refused with, or nil when it is accepted.
+    func refusalStatus(_ text: String) throws -> Int? {
+        let h = try head(text)
+        do throws(ProxyRequest.Refusal) {
+            _ = try ProxyRequest.classify(h)
+            return nil
+        } catch {
+            return error.status
+        }
+    }
+
+    @Test func refusals() throws {
+        #expect(try refusalStatus("TRACE http://a/ HTTP/1.1\r\n\r\n") == 405)
+        #expect(try refusalStatus("GET /x HTTP/1.1\r\n\r\n") == 400)
+        #expect(try refusalStatus("GET https://a/ HTTP/1.1\r\n\r\n") == 400)
+        #expect(try refusalStatus("GET http://u@a/ HTTP/1.1\r\n\r\n") == 400)
+        #expect(try refusalStatus("POST http://a/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n") == 400)
+        #expect(try refusalStatus("CONNECT a:b HTTP/1.1\r\n\r\n") == 400)
+        #expect(try refusalStatus("CONNECT a:443 HTTP/1.1\r\n\r\n") == nil)
+    }
+
+    @Test func keepAliveRules() throws {
+        #expect(ProxyRequest.clientKeepsAlive(try head("GET http://a/ HTTP/1.1\r\n\r\n")))
+        #expect(!ProxyRequest.clientKeepsAlive(try head("GET http://a/ HTTP/1.1\r\nConnection: close\r\n\r\n")))
+        #expect(!ProxyRequest.clientKeepsAlive(try head("GET http://a/ HTTP/1.0\r\n\r\n")))
+        #expect(ProxyRequest.clientKeepsAlive(try head("GET http://a/ HTTP/1.0\r\nProxy-Connection: keep-alive\r\n\r\n")))
+    }
+}
+
+@Suite struct BodyScannerTests {
+    @Test func fixedLengthStopsAtTheEnd() throws {
+        var s = BodyScanner(.length(5))
+        #expect(try s.consume(Array("abc".utf8)) == 3)
+        #expect(try s.consume(Array("deGET".utf8)) == 2)
+        #expect(s.isComplete)
+    }
+
+    @Test func chunkedWithExtensionsAndTrailersDripFed() throws {
+        let body = Array("4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nTrailer: x\r\n\r\n".utf8)
+        let next = Array("GET".utf8)
+        var whole = BodyScanner(.chunked)
+        #expect(try whole.consume(body + next) == body.count)
+        #expect(whole.isComplete)
+        var drip = BodyScanner(.chunked)
+        var used = 0
+        for b in body + next where !drip.isComplete { used += try drip.consume([b]) }
+        #expect(used == body.count)
+    }
+
+    @Test func badChunkSizeIsAnError() {
+        var s = BodyScanner(.chunked)
+        #expect(throws: BodyScanner.ScanError.badChunkSize) { try s.consume(Array("zz\r\n".utf8)) }
+        var t = BodyScanner(.chunked)
+        #expect(throws: BodyScanner.ScanError.badChunkTerminator) { try t.consume(Array("1\r\nab".utf8)) }
+    }
+
+    @Test func responseFramingRules() throws {
+        let r = { (text: String) in try #require(try ResponseHead.parse(Array(text.utf8))).head }
+        #expect(BodyFraming.response(try r("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n"), requestMethod: "GET") == .length(7))
+        #expect(BodyFraming.response(try r("HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n"), requestMethod: "HEAD") == .length(0))
+        #expect(BodyFraming.response(try r("HTTP/1.1 204 No Content\r\n\r\n"), requestMethod: "GET") == .length(0))
+        #expect(BodyFraming.response(try r("HTTP/1.1 200 OK\r\n\r\n"), requestMethod: "GET") == .untilClose)
+        #expect(BodyFraming.response(try r("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), requestMethod: "GET") == .chunked)
+        #expect(BodyFraming.response(try r("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), requestMethod: "GET") == nil)
+    }
+}
+
+@Suite struct CIDRTests {
+    @Test func matching() throws {
+        let net = try #require(CIDR("10.1.0.0/16"))
+        #expect(net.contains([10, 1, 200, 3]))
+        #expect(!net.contains([10, 2, 0, 1]))
+        #expect(net.contains([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 1, 0, 9]))   // v4-mapped
+        let v6 = try #require(CIDR("fd00::/8"))
+        #expect(v6.contains(IPAddressText.parse("fd12::1")!))
+        #expect(!v6.contains(IPAddressText.parse("fe80::1")!))
+        #expect(CIDR("::1")!.contains(IPAddressText.parse("::1")!))
+        #expect(CIDR("1.2.3.4/33") == nil)
+        #expect(CIDR("1.2.3/8") == nil)
+        #expect(CIDR("::ffff:1.2.3.4")!.description == "::ffff:102:304/128")
+    }
+}

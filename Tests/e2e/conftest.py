@@ -1,0 +1,89 @@
+"""Shared fixtures for the end-to-end tests: the real chainwatch binary, real TLS servers, real clients.
+
+Every server listens on 127.0.0.1 (or ::1); every process started here is stopped by its PID at teardown.
+"""
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from helpers import free_port, wait_for_port
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.environ.get("CHAINWATCH_BIN", str(ROOT / ".build/release/chainwatch"))
+
+
+class Proxy:
+    """A running chainwatch process."""
+
+    def __init__(self, args, tmp, listen_host="127.0.0.1"):
+        self.port = free_port(listen_host)
+        self.host = listen_host
+        self.log_path = pathlib.Path(tmp) / f"chainwatch-{self.port}.log"
+        bracketed = f"[{listen_host}]" if ":" in listen_host else listen_host
+        self.args = [BIN, "run", "--listen", f"{bracketed}:{self.port}", "--log-level", "info", *args]
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            wait_for_port(listen_host, self.port, proc=self.proc)
+        except Exception:
+            self.stop()
+            raise
+
+    @property
+    def url(self):
+        bracketed = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{bracketed}:{self.port}"
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def fd_count(self):
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def rss_kib(self):
+        for line in open(f"/proc/{self.pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    def output(self):
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def start_proxy(tmp_path):
+    started = []
+
+    def start(*args, listen_host="127.0.0.1"):
+        p = Proxy(list(args), tmp_path, listen_host=listen_host)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+@pytest.fixture(scope="session")
+def session_tmp():
+    with tempfile.TemporaryDirectory(prefix="chainwatch-e2e-") as d:
+        yield pathlib.Path(d)

@@ -1,0 +1,270 @@
+"""Small helpers for the end-to-end tests: ports, raw proxy clients, local servers."""
+import hashlib
+import os
+import socket
+import socketserver
+import ssl
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def free_port(host="127.0.0.1"):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(host, port, proc=None, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.socket(family) as s:
+                s.settimeout(0.5)
+                s.connect((host, port))
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {host}:{port}")
+
+
+def read_head(sock, limit=65536):
+    """Reads an HTTP response head from a socket; returns (status, head_text, extra_bytes)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+        assert len(data) < limit
+    head, _, rest = data.partition(b"\r\n\r\n")
+    text = head.decode("latin-1")
+    status = int(text.split(" ", 2)[1]) if text.startswith("HTTP/") else 0
+    return status, text, rest
+
+
+def read_response(sock):
+    """Reads a whole Connection: close response; returns (status, head, body)."""
+    status, head, body = read_head(sock)
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return status, head, body
+
+
+def connect_via(proxy_port, target, proxy_host="127.0.0.1", timeout=10, early=False):
+    """Opens a CONNECT tunnel; returns (socket, status, head), plus the upstream's first bytes if `early`
+    (a server that speaks first may already have sent some with the proxy's answer)."""
+    family = socket.AF_INET6 if ":" in proxy_host else socket.AF_INET
+    s = socket.socket(family)
+    s.settimeout(timeout)
+    s.connect((proxy_host, proxy_port))
+    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+    status, head, rest = read_head(s)
+    if early:
+        return s, status, head, rest
+    assert rest == b"", "proxy sent bytes after its CONNECT answer"
+    return s, status, head
+
+
+def raw_request(proxy_port, data, proxy_host="127.0.0.1", timeout=10):
+    """Sends raw bytes to the proxy and reads its whole answer."""
+    with socket.create_connection((proxy_host, proxy_port), timeout=timeout) as s:
+        s.sendall(data)
+        return read_response(s)
+
+
+class TCPServer:
+    """A threaded plain TCP server on loopback running `handler(conn)` per connection."""
+
+    def __init__(self, handler, host="127.0.0.1", backlog=256):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, 0))
+        self.sock.listen(backlog)
+        self.port = self.sock.getsockname()[1]
+        self.handler = handler
+        self.stopped = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopped:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn):
+        try:
+            self.handler(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stopped = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def echo_handler(conn):
+    """Echoes every byte; half-closes after the client's EOF."""
+    while True:
+        data = conn.recv(262144)
+        if not data:
+            conn.shutdown(socket.SHUT_WR)
+            return
+        conn.sendall(data)
+
+
+def recv_exactly(sock, n):
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(min(1 << 20, n - len(buf)))
+        if not chunk:
+            raise EOFError(f"got {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+class BlobHTTPHandler(BaseHTTPRequestHandler):
+    """GET /blob → the server's blob; POST/PUT /sha256 → hex SHA-256 of the body; GET /echo-headers → request headers."""
+    protocol_version = "HTTP/1.1"
+    blob = b""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        if self.path == "/blob":
+            body = self.server.blob
+        elif self.path == "/echo-headers":
+            body = str(self.headers).encode()
+        elif self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (b"hello ", b"chunked ", b"world"):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        else:
+            body = b"hello from upstream\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _digest_body(self):
+        h = hashlib.sha256()
+        total = 0
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                data = self.rfile.read(size)
+                h.update(data)
+                total += len(data)
+                self.rfile.readline()
+        else:
+            remaining = int(self.headers.get("Content-Length", "0"))
+            while remaining:
+                data = self.rfile.read(min(remaining, 1 << 20))
+                h.update(data)
+                total += len(data)
+                remaining -= len(data)
+        body = f"{h.hexdigest()} {total}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = _digest_body
+    do_PUT = _digest_body
+
+
+class HTTPServer:
+    """A threaded HTTP (or HTTPS with `certfile`/`keyfile`) server on loopback."""
+
+    def __init__(self, blob=b"", certfile=None, keyfile=None, host="127.0.0.1"):
+        self.server = ThreadingHTTPServer((host, 0), BlobHTTPHandler)
+        self.server.daemon_threads = True
+        self.server.blob = blob
+        if certfile:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(certfile, keyfile)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class OpenSSLServer:
+    """`openssl s_server -www` on loopback with a given certificate chain and TLS version; stopped by PID."""
+
+    def __init__(self, cert, key, chain=None, tls="1.3", www=True, extra=()):
+        self.port = free_port()
+        args = ["openssl", "s_server", "-accept", f"127.0.0.1:{self.port}", "-cert", str(cert), "-key", str(key),
+                "-quiet", "-naccept", "1000000"]
+        if chain:
+            args += ["-cert_chain", str(chain)]
+        if tls:
+            args += [f"-tls{tls.replace('.', '_')}"]
+        if www:
+            args += ["-www"]
+        args += list(extra)
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port("127.0.0.1", self.port, proc=self.proc)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def make_chain(directory, name="localhost"):
+    """A root → intermediate → leaf chain made with the openssl CLI; returns paths (leaf, key, chain, root)."""
+    d = str(directory)
+    def run(*args):
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+    run("openssl", "req", "-x509", *ec, "-keyout", f"{d}/root.key", "-out", f"{d}/root.pem", "-days", "3650",
+        "-subj", "/CN=e2e Root", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    run("openssl", "req", *ec, "-keyout", f"{d}/int.key", "-out", f"{d}/int.csr", "-subj", "/CN=e2e Intermediate")
+    with open(f"{d}/int.ext", "w") as f:
+        f.write("basicConstraints=critical,CA:TRUE,pathlen:0\nkeyUsage=critical,keyCertSign,cRLSign\n")
+    run("openssl", "x509", "-req", "-in", f"{d}/int.csr", "-CA", f"{d}/root.pem", "-CAkey", f"{d}/root.key",
+        "-CAcreateserial", "-out", f"{d}/int.pem", "-days", "3650", "-extfile", f"{d}/int.ext")
+    run("openssl", "req", *ec, "-keyout", f"{d}/leaf.key", "-out", f"{d}/leaf.csr", "-subj", f"/CN={name}")
+    with open(f"{d}/leaf.ext", "w") as f:
+        f.write(f"basicConstraints=CA:FALSE\nsubjectAltName=DNS:{name},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    run("openssl", "x509", "-req", "-in", f"{d}/leaf.csr", "-CA", f"{d}/int.pem", "-CAkey", f"{d}/int.key",
+        "-CAcreateserial", "-out", f"{d}/leaf.pem", "-days", "3650", "-extfile", f"{d}/leaf.ext")
+    with open(f"{d}/fullchain.pem", "w") as f:
+        f.write(open(f"{d}/leaf.pem").read() + open(f"{d}/int.pem").read())
+    return f"{d}/leaf.pem", f"{d}/leaf.key", f"{d}/int.pem", f"{d}/root.pem"
