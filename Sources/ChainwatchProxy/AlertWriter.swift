@@ -1,0 +1,189 @@
+import ChainwatchCore
+import Foundation
+import Logging
+
+/// Writes alert lines (JSON, one per line) to a file from its own thread, so no event loop ever waits on a disk.
+/// `submit` is non-blocking from any thread. Lines reach the file within milliseconds; a failing write (full disk)
+/// is reported on stderr and retried, and lines are kept (up to `maxPending`) until it succeeds; any line that must
+/// be dropped past that is counted, reported, and recorded in the log itself once writing works again.
+public final class AlertWriter: @unchecked Sendable {
+    /// Lines kept in memory while the file cannot be written.
+    public static let maxPending = 100_000
+
+    public let path: String
+    private let logger: Logger
+    private let condition = NSCondition()
+    // Guarded by `condition`:
+    private var queue: [String] = []
+    private var reopenRequested = false
+    private var stopping = false
+    private var droppedSinceReport = 0
+    private var writtenTotal = 0
+    private var drained = true
+    // Writer thread only:
+    private var fd: Int32 = -1
+    private var thread: Thread?
+    private var failing = false
+
+    /// Opens (creating, appending) `path`; `-` means standard output.
+    public init(path: String, logger: Logger) throws {
+        self.path = path
+        self.logger = logger
+        fd = try Self.open(path)
+        let thread = Thread { [self] in run() }
+        thread.name = "chainwatch-alerts"
+        self.thread = thread
+        thread.start()
+    }
+
+    private static func open(_ path: String) throws -> Int32 {
+        if path == "-" { return dup(STDOUT_FILENO) }
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else {
+            throw AlertLogError(path: path, message: String(cString: strerror(errno)))
+        }
+        return fd
+    }
+
+    public struct AlertLogError: Error, CustomStringConvertible {
+        public var path: String, message: String
+        public var description: String { "cannot open alert log \(path): \(message)" }
+    }
+
+    /// Queues one alert line (without its newline). Never blocks on I/O.
+    public func submit(_ line: String) {
+        condition.lock()
+        if queue.count >= Self.maxPending {
+            queue.removeFirst()
+            droppedSinceReport += 1
+        }
+        queue.append(line)
+        drained = false
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Reopens the file by its path (after log rotation moved it). Safe from any thread, e.g. a SIGUSR1 handler.
+    public func reopen() {
+        condition.lock()
+        reopenRequested = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Lines written so far.
+    public var written: Int {
+        condition.lock(); defer { condition.unlock() }
+        return writtenTotal
+    }
+
+    /// Writes everything queued, syncs the file and stops the thread. Waits at most `timeout` seconds.
+    public func close(timeout: TimeInterval = 5) {
+        condition.lock()
+        stopping = true
+        condition.signal()
+        let deadline = Date().addingTimeInterval(timeout)
+        while thread != nil && Date() < deadline { _ = condition.wait(until: min(deadline, Date().addingTimeInterval(0.05))) }
+        condition.unlock()
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while queue.isEmpty && !reopenRequested && !stopping { condition.wait() }
+            let batch = queue
+            queue.removeAll(keepingCapacity: true)
+            let reopenNow = reopenRequested
+            reopenRequested = false
+            let dropped = droppedSinceReport
+            droppedSinceReport = 0
+            let stop = stopping
+            condition.unlock()
+
+            if reopenNow { reopenFile() }
+            var lines = batch
+            if dropped > 0 {
+                logger.error("alert log \(path): \(dropped) alert line(s) dropped while it could not be written")
+                var b = JSONObjectBuilder()
+                b.set("@timestamp", UnixTime(seconds: Int64(Date().timeIntervalSince1970)).rfc3339)
+                b.set("event.kind", "pipeline_error")
+                b.set("chainwatch.dropped_alerts", dropped)
+                lines.insert(b.value.serialized, at: 0)
+            }
+            let unwritten = write(lines)
+            condition.lock()
+            writtenTotal += lines.count - unwritten.count
+            if !unwritten.isEmpty {
+                queue.insert(contentsOf: unwritten, at: 0)
+                if queue.count > Self.maxPending {
+                    droppedSinceReport += queue.count - Self.maxPending
+                    queue.removeFirst(queue.count - Self.maxPending)
+                }
+            }
+            drained = queue.isEmpty
+            let finished = stop && (queue.isEmpty || failing)
+            condition.unlock()
+            if finished {
+                if fd >= 0 { fsync(fd); Glibc.close(fd) }
+                condition.lock()
+                thread = nil
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            if !unwritten.isEmpty { Thread.sleep(forTimeInterval: 1) }   // full disk: retry each second
+        }
+    }
+
+    /// Writes lines; returns the ones that could not be written.
+    private func write(_ lines: [String]) -> [String] {
+        guard !lines.isEmpty else { return [] }
+        var text = lines.joined(separator: "\n")
+        text += "\n"
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 {
+                let message = String(cString: strerror(n < 0 ? errno : EIO))
+                if !failing { logger.error("alert log \(path): write failed: \(message); keeping alerts in memory and retrying") }
+                failing = true
+                // Lines wholly unwritten are kept; a partly written line is completed first to keep the file line-aligned.
+                let writtenCount = text.utf8.count - bytes.count
+                return remainingLines(lines, afterBytes: writtenCount)
+            }
+            bytes = bytes.dropFirst(n)
+        }
+        if failing { logger.notice("alert log \(path): writing again") }
+        failing = false
+        return []
+    }
+
+    private func remainingLines(_ lines: [String], afterBytes written: Int) -> [String] {
+        var offset = 0
+        for (i, line) in lines.enumerated() {
+            let end = offset + line.utf8.count + 1
+            if end > written {
+                if offset < written {   // partial line on disk: finish it, as its own record
+                    let tail = String(decoding: Array(line.utf8).dropFirst(written - offset), as: UTF8.self)
+                    return [tail] + lines[(i + 1)...]
+                }
+                return Array(lines[i...])
+            }
+            offset = end
+        }
+        return []
+    }
+
+    private func reopenFile() {
+        guard path != "-" else { return }
+        do {
+            let newFD = try Self.open(path)
+            if fd >= 0 { Glibc.close(fd) }
+            fd = newFD
+            logger.notice("alert log \(path) reopened")
+        } catch {
+            logger.error("\(error); still writing to the old file")
+        }
+    }
+}
