@@ -37,8 +37,8 @@ struct PolicyParser {
         diagnostics.append(Diagnostic(file: file, line: line, column: column, severity: severity, message: message, hint: hint))
     }
 
-    func location(_ node: Node) -> SourceLocation {
-        SourceLocation(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
+    func location(_ node: Node) -> PolicyLocation {
+        PolicyLocation(file: file, line: node.mark?.line ?? 1, column: node.mark?.column ?? 1)
     }
 
     // MARK: Document
@@ -305,7 +305,7 @@ struct PolicyParser {
             } else {
                 let path = text.hasPrefix("/") ? text : (directory.isEmpty ? text : directory + "/" + text)
                 guard let data = FileManager.default.contents(atPath: path), let pem = String(data: data, encoding: .utf8) else {
-                    var hint = "PEM paths are relative to the policy file's directory (looked for \(path))"
+                    var hint = "PEM paths are relative to the policy file's directory (looked for \((path as NSString).standardizingPath))"
                     if let s = DidYouMean.suggestion(for: text, among: ["system"]) { hint = "did you mean '\(s)'?" }
                     report(.error, at: n, "cannot read anchor file '\(text)'", hint: hint)
                     continue

@@ -62,7 +62,9 @@ public enum PolicyWriter {
     }
 
     static func comment(_ c: CertificateFacts, indent: String) -> [String] {
-        ["\(indent)# subject: \(c.subject)", "\(indent)# issuer: \(c.issuer)", "\(indent)# not after: \(c.notAfter.rfc3339)"]
+        // Escaped like a quoted scalar (without the quotes) so a hostile DN cannot end the comment line.
+        func text(_ s: String) -> String { String(quoted(s).dropFirst().dropLast()) }
+        return ["\(indent)# subject: \(text(c.subject))", "\(indent)# issuer: \(text(c.issuer))", "\(indent)# not after: \(c.notAfter.rfc3339)"]
     }
 
     static func spki(_ c: CertificateFacts) -> String {

@@ -69,7 +69,7 @@ private let policy = Policy(rules: [
     let a = rule("r", "a.example.com")
     var b = a
     #expect(a.identity == b.identity)
-    b.location = SourceLocation(file: "x.yaml", line: 9, column: 3)
+    b.location = PolicyLocation(file: "x.yaml", line: 9, column: 3)
     #expect(a.identity == b.identity)   // moving a rule in the file keeps cached verdicts
     b.action = .block
     #expect(a.identity != b.identity)

@@ -1,5 +1,5 @@
-/// Where something was written in a policy file (1-based line and column).
-public struct SourceLocation: Sendable, Hashable, CustomStringConvertible {
+/// Where something was written in a policy file (named apart from Testing.SourceLocation) (1-based line and column).
+public struct PolicyLocation: Sendable, Hashable, CustomStringConvertible {
     public var file: String
     public var line: Int
     public var column: Int
@@ -44,12 +44,12 @@ public struct Rule: Sendable, Hashable {
     /// Plain HTTP (absolute-form `GET http://…`) to this host gets `action` with reason `https_only`.
     public var httpsOnly: Bool
     /// Where the rule was written; nil for the built-in default. Not part of the identity.
-    public var location: SourceLocation?
+    public var location: PolicyLocation?
 
     public init(name: String, patterns: [HostPattern] = [], action: Action = .alert, anchors: Anchors = .systemOnly,
                 checkHostname: Bool = true, pins: PinSet? = nil, profile: ProtocolProfile? = nil,
                 onProbeError: Disposition = .alert, nonTLS: Disposition = .alert, sniMismatch: Disposition = .alert,
-                nonSystemAnchor: Disposition = .alert, httpsOnly: Bool = false, location: SourceLocation? = nil) {
+                nonSystemAnchor: Disposition = .alert, httpsOnly: Bool = false, location: PolicyLocation? = nil) {
         self.name = name; self.patterns = patterns; self.action = action; self.anchors = anchors
         self.checkHostname = checkHostname; self.pins = pins; self.profile = profile
         self.onProbeError = onProbeError; self.nonTLS = nonTLS; self.sniMismatch = sniMismatch
