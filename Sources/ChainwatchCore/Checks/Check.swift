@@ -1,0 +1,47 @@
+/// One check of the evidence for a connection against a rule. Pure: same inputs, same result.
+public protocol Check: Sendable {
+    /// Short stable name, for explanations and logs (`protocol`, `path`, `hostname`, …).
+    var name: String { get }
+    func evaluate(_ evidence: Evidence, rule: Rule, at now: UnixTime) -> CheckResult
+}
+
+/// The outcome of one check. A failure is a value ("evaluated: no"), not an error.
+public enum CheckResult: Equatable, Sendable {
+    case passes
+    case fails(Reason, level: ChainLevel?, detail: String)
+}
+
+/// What chainwatch observed about one connection, as plain values.
+public struct Evidence: Sendable, Hashable {
+    /// The host from the CONNECT request (or the absolute-form URL).
+    public var connectHost: String
+    /// The ClientHello's server_name, when there was one.
+    public var serverName: String?
+    public var port: UInt16
+    /// The negotiated version; nil when unknown (the protocol floor then passes).
+    public var protocolVersion: ProtocolVersion?
+    /// The negotiated cipher suite; nil when unknown.
+    public var cipher: CipherSuite?
+    public var validation: PathValidation
+    public var source: EvidenceSource
+
+    public init(connectHost: String, serverName: String?, port: UInt16, protocolVersion: ProtocolVersion?,
+                cipher: CipherSuite?, validation: PathValidation, source: EvidenceSource) {
+        self.connectHost = connectHost; self.serverName = serverName; self.port = port
+        self.protocolVersion = protocolVersion; self.cipher = cipher; self.validation = validation; self.source = source
+    }
+
+    /// The name checked against the leaf and used to pick the rule: the SNI, else the CONNECT host.
+    public var hostChecked: String { serverName ?? connectHost }
+
+    /// The leaf: first of the validated path, else first presented.
+    public var leaf: CertificateFacts? { validation.path.first ?? validation.presented.first }
+}
+
+extension ChainLevel {
+    /// The level of position `depth` (0 = leaf) in a path of `count` certificates: the last is the root.
+    public static func of(depth: Int, count: Int) -> ChainLevel {
+        if depth == 0 { return .leaf }
+        return depth >= count - 1 ? .root : .intermediate
+    }
+}

@@ -1,0 +1,93 @@
+/// Where something was written in a policy file (named apart from Testing.SourceLocation) (1-based line and column).
+public struct PolicyLocation: Sendable, Hashable, CustomStringConvertible {
+    public var file: String
+    public var line: Int
+    public var column: Int
+    public init(file: String, line: Int, column: Int) { self.file = file; self.line = line; self.column = column }
+    public var description: String { "\(file):\(line):\(column)" }
+}
+
+/// What a rule is, for caches: its name plus a fingerprint of its content. Two loads of an unchanged rule
+/// give equal identities (the fingerprint is deterministic, not `Hasher`-seeded); any change gives a new one.
+public struct RuleIdentity: Sendable, Hashable, CustomStringConvertible {
+    public var name: String
+    public var contentHash: UInt64
+    public init(name: String, contentHash: UInt64) { self.name = name; self.contentHash = contentHash }
+    public var description: String {
+        let hex = String(contentHash, radix: 16)
+        return "\(name)#\(String(repeating: "0", count: 16 - hex.count))\(hex)"
+    }
+}
+
+/// One policy rule: which hosts it covers and everything chainwatch checks and does for them. Immutable value.
+public struct Rule: Sendable, Hashable {
+    /// Unique within a policy; `defaults` for the rule applied to hosts no rule matches.
+    public var name: String
+    /// Empty for the defaults rule.
+    public var patterns: [HostPattern]
+    /// What a failed chain check does.
+    public var action: Action
+    public var anchors: Anchors
+    /// Whether the leaf must name the host (RFC 6125).
+    public var checkHostname: Bool
+    public var pins: PinSet?
+    /// nil: no protocol floor.
+    public var profile: ProtocolProfile?
+    /// When a needed probe (TLS 1.3, resumption) cannot get the chain.
+    public var onProbeError: Disposition
+    /// When the tunnel's bytes are not TLS.
+    public var nonTLS: Disposition
+    /// When the ClientHello's SNI and the CONNECT host disagree.
+    public var sniMismatch: Disposition
+    /// When a host without pins validates only through an anchor that is not a system root.
+    public var nonSystemAnchor: Disposition
+    /// Plain HTTP (absolute-form `GET http://…`) to this host gets `action` with reason `https_only`.
+    public var httpsOnly: Bool
+    /// Where the rule was written; nil for the built-in default. Not part of the identity.
+    public var location: PolicyLocation?
+
+    public init(name: String, patterns: [HostPattern] = [], action: Action = .alert, anchors: Anchors = .systemOnly,
+                checkHostname: Bool = true, pins: PinSet? = nil, profile: ProtocolProfile? = nil,
+                onProbeError: Disposition = .alert, nonTLS: Disposition = .alert, sniMismatch: Disposition = .alert,
+                nonSystemAnchor: Disposition = .alert, httpsOnly: Bool = false, location: PolicyLocation? = nil) {
+        self.name = name; self.patterns = patterns; self.action = action; self.anchors = anchors
+        self.checkHostname = checkHostname; self.pins = pins; self.profile = profile
+        self.onProbeError = onProbeError; self.nonTLS = nonTLS; self.sniMismatch = sniMismatch
+        self.nonSystemAnchor = nonSystemAnchor; self.httpsOnly = httpsOnly; self.location = location
+    }
+
+    /// The built-in default: system trust, hostname checked, everything alerts, nothing blocks.
+    public static let builtInDefault = Rule(name: "defaults")
+
+    /// Stable identity for verdict caches: name + FNV-1a 64 of the rule's content (location excluded).
+    public var identity: RuleIdentity {
+        var rule = self
+        rule.location = nil
+        var hash = FNV1a64()
+        hash.add(String(describing: rule))
+        return RuleIdentity(name: name, contentHash: hash.value)
+    }
+
+    /// What a finding with `reason` leads to under this rule; nil when the rule allows it silently.
+    public func consequence(of reason: Reason) -> Action? {
+        switch reason {
+        case .pinExpired: return .alert
+        case .nonSystemAnchor: return nonSystemAnchor.action
+        case .sniMismatch: return sniMismatch.action
+        case .notTLS: return nonTLS.action
+        case .probeFailed: return onProbeError.action
+        default: return action
+        }
+    }
+}
+
+/// 64-bit FNV-1a, deterministic across processes (unlike `Hasher`).
+struct FNV1a64 {
+    private(set) var value: UInt64 = 0xcbf2_9ce4_8422_2325
+    mutating func add(_ text: String) {
+        for byte in text.utf8 {
+            value ^= UInt64(byte)
+            value = value &* 0x0000_0100_0000_01B3
+        }
+    }
+}
