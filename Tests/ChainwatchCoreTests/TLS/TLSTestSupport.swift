@@ -86,24 +86,33 @@ func clientHelloRecord(suites: [UInt16] = [0x1301, 0xC02F], extensions: [(type: 
     return record(22, version: 0x0301, handshakeMessage(1, body))
 }
 
-/// Splits every handshake record of a stream into records of `size` payload bytes; other records stay as they are.
-/// The result is valid TLS with the same handshake messages.
+/// Re-frames a stream: each run of consecutive handshake records is joined and cut again into records of
+/// `size` payload bytes (1 gives one byte per record; 16384 packs several messages into one record).
+/// Other records stay as they are. The result is valid TLS carrying the same handshake messages.
 func reframed(_ stream: [UInt8], recordSize size: Int) -> [UInt8] {
     var out: [UInt8] = []
+    var pending: [UInt8] = []
+    var pendingVersion: UInt16 = 0x0303
+    func flush() {
+        for start in stride(from: 0, to: pending.count, by: size) {
+            out += record(22, version: pendingVersion, Array(pending[start..<min(start + size, pending.count)]))
+        }
+        pending = []
+    }
     var index = 0
     while index + 5 <= stream.count {
         let length = Int(stream[index + 3]) << 8 | Int(stream[index + 4])
-        let payload = Array(stream[(index + 5)..<min(index + 5 + length, stream.count)])
-        let version = UInt16(stream[index + 1]) << 8 | UInt16(stream[index + 2])
+        let end = min(index + 5 + length, stream.count)
         if stream[index] == 22 {
-            for start in stride(from: 0, to: payload.count, by: size) {
-                out += record(22, version: version, Array(payload[start..<min(start + size, payload.count)]))
-            }
+            if pending.isEmpty { pendingVersion = UInt16(stream[index + 1]) << 8 | UInt16(stream[index + 2]) }
+            pending += stream[(index + 5)..<end]
         } else {
-            out += stream[index..<min(index + 5 + length, stream.count)]
+            flush()
+            out += stream[index..<end]
         }
-        index += 5 + length
+        index = end
     }
+    flush()
     return out
 }
 
