@@ -92,7 +92,9 @@ import Testing
     @Test func largestCertificateMessageIsReassembledWithinTheBound() {
         let der = (0..<(TLSObserver.maxHandshakeMessageLength - 6)).map { UInt8(truncatingIfNeeded: $0) }
         let message = handshakeMessage(11, vector(3, vector(3, der)))
-        let stream = reframed(record(22, message), recordSize: TLSObserver.maxPlaintextRecordLength)
+        let stream = stride(from: 0, to: message.count, by: TLSObserver.maxPlaintextRecordLength).flatMap {
+            record(22, Array(message[$0..<min($0 + TLSObserver.maxPlaintextRecordLength, message.count)]))
+        }
         var observer = TLSObserver()
         var facts: [HandshakeFact] = []
         for start in stride(from: 0, to: stream.count, by: 1000) {
