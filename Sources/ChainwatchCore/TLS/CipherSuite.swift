@@ -13,9 +13,9 @@ public struct CipherSuite: RawRepresentable, Hashable, Sendable, CustomStringCon
         return isTLS13 || name.hasPrefix("TLS_ECDHE_") || name.hasPrefix("TLS_DHE_")
     }
 
-    /// Whether this is a TLS 1.3 suite (`0x13xx`; TLS 1.3 suites name only the AEAD and the hash).
+    /// Whether this is one of the named TLS 1.3 suites (`0x1301`-`0x1305`), which fix only the AEAD and the hash.
     public var isTLS13: Bool { rawValue >> 8 == 0x13 && name != nil }
 
     /// The IANA name, else the hex value (`0x1234`).
-    public var description: String { name ?? hex16(rawValue) }
+    public var description: String { name ?? rawValue.hexDescription }
 }

@@ -4,12 +4,10 @@ extension ClientHello {
         var reader = ByteReader(body)
         legacyVersion = TLSVersion(rawValue: try reader.readUInt16("ClientHello.legacy_version"))
         random = Array(try reader.readBytes(32, "ClientHello.random"))
-        sessionID = try readSessionID(&reader, "ClientHello.legacy_session_id")
+        sessionID = try reader.readSessionID("ClientHello.legacy_session_id")
 
+        // An odd-length list ends in half a suite: `truncatedField`.
         var suites = try reader.readVector(lengthBytes: 2, "ClientHello.cipher_suites")
-        guard suites.remaining % 2 == 0 else {
-            throw .badLength(field: "ClientHello.cipher_suites", declared: suites.remaining, available: suites.remaining)
-        }
         cipherSuites = []
         cipherSuites.reserveCapacity(suites.remaining / 2)
         while !suites.isAtEnd {
@@ -34,11 +32,11 @@ extension ClientHello {
             guard seen.insert(type).inserted else { throw .duplicateExtension(type) }
             switch type {
             case TLSExtensionType.serverName:
-                serverName = try readServerName(&data)
+                serverName = try data.readServerName()
             case TLSExtensionType.alpn:
-                alpnProtocols = try readALPN(&data, "ClientHello.application_layer_protocol_negotiation")
+                alpnProtocols = try data.readALPN("ClientHello.application_layer_protocol_negotiation")
             case TLSExtensionType.supportedVersions:
-                supportedVersions = try readSupportedVersions(&data)
+                supportedVersions = try data.readSupportedVersions()
             case TLSExtensionType.preSharedKey:
                 offersPreSharedKey = true
             case TLSExtensionType.sessionTicket:
@@ -50,58 +48,36 @@ extension ClientHello {
     }
 }
 
-/// A legacy session ID: a 1-byte length of at most 32.
-func readSessionID(_ reader: inout ByteReader, _ field: String) throws(TLSParseError) -> [UInt8] {
-    var id = try reader.readVector(lengthBytes: 1, field)
-    guard id.remaining <= 32 else { throw .badLength(field: field, declared: id.remaining, available: 32) }
-    return Array(id.readRest())
-}
-
-/// An ALPN ProtocolNameList (RFC 7301 3.1): a 2-byte list length, then 1-byte-length names, none empty.
-func readALPN(_ data: inout ByteReader, _ field: String) throws(TLSParseError) -> [String] {
-    var list = try data.readVector(lengthBytes: 2, field)
-    try data.expectEnd(field)
-    var names: [String] = []
-    while !list.isAtEnd {
-        var name = try list.readVector(lengthBytes: 1, field)
-        guard name.remaining > 0 else { throw .badLength(field: field, declared: 0, available: list.remaining) }
-        let bytes = name.readRest()
-        if bytes.count == 2, isGREASE(UInt16(bytes[bytes.startIndex]) << 8 | UInt16(bytes[bytes.startIndex + 1])) {
-            continue
+private extension ByteReader {
+    /// The host_name of a server_name extension body (RFC 6066 3); other name types are skipped. Nothing may follow.
+    mutating func readServerName() throws(TLSParseError) -> String? {
+        var list = try readVector(lengthBytes: 2, "ClientHello.server_name_list")
+        try expectEnd("ClientHello.server_name")
+        var hostName: String?
+        while !list.isAtEnd {
+            let nameType = try list.readUInt8("ClientHello.server_name.name_type")
+            var name = try list.readVector(lengthBytes: 2, "ClientHello.server_name.name")
+            guard nameType == 0 else { continue }
+            let bytes = name.readRest()
+            guard hostName == nil, !bytes.isEmpty, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw .invalidServerName
+            }
+            hostName = String(decoding: bytes, as: UTF8.self)
         }
-        names.append(String(decoding: bytes, as: UTF8.self))
+        return hostName
     }
-    return names
-}
 
-/// The host_name of a ServerNameList (RFC 6066 3); other name types are skipped.
-private func readServerName(_ data: inout ByteReader) throws(TLSParseError) -> String? {
-    var list = try data.readVector(lengthBytes: 2, "ClientHello.server_name_list")
-    try data.expectEnd("ClientHello.server_name")
-    var hostName: String?
-    while !list.isAtEnd {
-        let nameType = try list.readUInt8("ClientHello.server_name.name_type")
-        var name = try list.readVector(lengthBytes: 2, "ClientHello.server_name.name")
-        guard nameType == 0 else { continue }
-        let bytes = name.readRest()
-        guard hostName == nil, !bytes.isEmpty, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw .invalidServerName
+    /// The ClientHello form of a supported_versions body (RFC 8446 4.2.1): a 1-byte list length, then 2-byte versions.
+    /// GREASE versions are left out.
+    mutating func readSupportedVersions() throws(TLSParseError) -> [TLSVersion] {
+        let field = "ClientHello.supported_versions"
+        var list = try readVector(lengthBytes: 1, field)
+        try expectEnd(field)
+        var versions: [TLSVersion] = []
+        while !list.isAtEnd {
+            let version = try list.readUInt16(field)
+            if !isGREASE(version) { versions.append(TLSVersion(rawValue: version)) }
         }
-        hostName = String(decoding: bytes, as: UTF8.self)
+        return versions
     }
-    return hostName
-}
-
-/// The ClientHello form of supported_versions (RFC 8446 4.2.1): a 1-byte list length, then 2-byte versions.
-private func readSupportedVersions(_ data: inout ByteReader) throws(TLSParseError) -> [TLSVersion] {
-    let field = "ClientHello.supported_versions"
-    var list = try data.readVector(lengthBytes: 1, field)
-    try data.expectEnd(field)
-    guard list.remaining % 2 == 0 else { throw .badLength(field: field, declared: list.remaining, available: list.remaining) }
-    var versions: [TLSVersion] = []
-    while !list.isAtEnd {
-        let version = try list.readUInt16(field)
-        if !isGREASE(version) { versions.append(TLSVersion(rawValue: version)) }
-    }
-    return versions
 }

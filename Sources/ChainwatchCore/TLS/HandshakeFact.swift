@@ -9,7 +9,7 @@ public enum HandshakeFact: Equatable, Sendable {
     case serverHelloDone
     /// A plaintext alert (RFC 8446 6): level 1 warning, 2 fatal; description e.g. 40 handshake_failure.
     case alert(level: UInt8, description: UInt8)
-    /// The handshake is encrypted from here on (after a TLS 1.3 ServerHello, a TLS 1.2 ChangeCipherSpec, or the
-    /// first application data record): the observer reports nothing more and ignores further bytes.
+    /// The handshake is encrypted from here on (after a TLS 1.3 ServerHello, a ChangeCipherSpec, or the first
+    /// application data record): the observer reports nothing more and ignores further bytes.
     case encrypted
 }

@@ -4,7 +4,7 @@ extension ServerHello {
         var reader = ByteReader(body)
         legacyVersion = TLSVersion(rawValue: try reader.readUInt16("ServerHello.legacy_version"))
         random = Array(try reader.readBytes(32, "ServerHello.random"))
-        sessionID = try readSessionID(&reader, "ServerHello.legacy_session_id_echo")
+        sessionID = try reader.readSessionID("ServerHello.legacy_session_id_echo")
         cipherSuite = CipherSuite(rawValue: try reader.readUInt16("ServerHello.cipher_suite"))
         _ = try reader.readUInt8("ServerHello.legacy_compression_method")
         isHelloRetryRequest = random == Self.helloRetryRequestRandom
@@ -26,7 +26,7 @@ extension ServerHello {
                 try data.expectEnd("ServerHello.supported_versions")
             case TLSExtensionType.alpn:
                 let field = "ServerHello.application_layer_protocol_negotiation"
-                let names = try readALPN(&data, field)
+                let names = try data.readALPN(field)
                 guard names.count == 1 else { throw .badLength(field: field, declared: names.count, available: 1) }
                 alpnProtocol = names[0]
             case TLSExtensionType.preSharedKey:

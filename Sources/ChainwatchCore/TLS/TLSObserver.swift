@@ -5,9 +5,13 @@
 /// and a record holding several messages yields them one per `next()`. Every length is checked against what
 /// remains; malformed input throws a `TLSParseError`, and every later `next()` throws the same error.
 ///
-/// Once the handshake is encrypted (after a TLS 1.3 ServerHello, a ChangeCipherSpec in TLS 1.2 and below, or the
-/// first application data record) it reports `.encrypted` once, frees its buffers and ignores further bytes, so a
-/// finished observer costs nothing to keep feeding. Not thread-safe: one tunnel direction, one event loop.
+/// Once the handshake is encrypted (after a TLS 1.3 ServerHello, a ChangeCipherSpec, or the first application data
+/// record) it reports `.encrypted` once, frees its buffers and ignores further bytes, so a finished observer costs
+/// nothing to keep feeding. A ChangeCipherSpec after a HelloRetryRequest is TLS 1.3 middlebox compatibility and is
+/// skipped, so the real ServerHello is still read. The client direction cannot see that HelloRetryRequest: there
+/// the ChangeCipherSpec a TLS 1.3 client may send before its second ClientHello ends parsing (the second hello
+/// must repeat the first one's server name and ALPN, RFC 8446 4.1.2). Not thread-safe: one tunnel direction, one
+/// event loop.
 ///
 /// Memory: the bytes appended since the last `next()` that returned nil, plus the reassembly buffer, which never
 /// holds more than `maxReassemblyLength` bytes.

@@ -17,17 +17,11 @@ public struct TLSVersion: RawRepresentable, Hashable, Comparable, Sendable, Cust
         case .tls1_1: "TLSv1.1"
         case .tls1_2: "TLSv1.2"
         case .tls1_3: "TLSv1.3"
-        default: hex16(rawValue)
+        default: rawValue.hexDescription
         }
     }
 
     public var description: String { name }
 
     public static func < (a: TLSVersion, b: TLSVersion) -> Bool { a.rawValue < b.rawValue }
-}
-
-/// `0x` and four uppercase hex digits.
-func hex16(_ value: UInt16) -> String {
-    let digits = String(value, radix: 16, uppercase: true)
-    return "0x" + String(repeating: "0", count: 4 - digits.count) + digits
 }

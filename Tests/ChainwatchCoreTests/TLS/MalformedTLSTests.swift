@@ -145,6 +145,13 @@ import Testing
         #expect(observe(lying).error == .badLength(field: "ClientHello.server_name.name", declared: nameLength + 1, available: nameLength))
     }
 
+    @Test func oddLengthListsEndInATruncatedValue() {
+        let halfSuite: [UInt8] = [3, 3] + [UInt8](repeating: 1, count: 32) + [0] + vector(2, [0x13, 0x01, 0xC0]) + [1, 0]
+        #expect(observe(record(22, handshakeMessage(1, halfSuite))).error == .truncatedField("ClientHello.cipher_suites"))
+        #expect(observe(clientHelloRecord(extensions: [(43, vector(1, [0x03, 0x04, 0x03]))])).error
+            == .truncatedField("ClientHello.supported_versions"))
+    }
+
     @Test func handshakeLengthShorterThanTheHello() throws {
         var hello = try Self.realClientHello()
         let real = Int(hello[6]) << 16 | Int(hello[7]) << 8 | Int(hello[8])

@@ -94,7 +94,10 @@ import Testing
         #expect(hellos.map(\.version) == [.tls1_3, .tls1_3])
         #expect(hellos[0].random == ServerHello.helloRetryRequestRandom)
 
-        let client = try clientHello(observedFacts(TLSFixture.bytes("tls13-hrr.c2s.bin")))
+        // The client direction stops at the compatibility ChangeCipherSpec before the second ClientHello.
+        let clientFacts = try observedFacts(TLSFixture.bytes("tls13-hrr.c2s.bin"))
+        #expect(clientFacts.count == 2 && clientFacts.last == .encrypted)
+        let client = try clientHello(clientFacts)
         #expect(client.serverName == "hrr.chainwatch.test")
         #expect(client.alpnProtocols == ["h2", "http/1.1"])
     }
