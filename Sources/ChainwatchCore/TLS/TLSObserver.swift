@@ -69,10 +69,7 @@ public struct TLSObserver: Sendable {
         case .finished, .failed: return
         case .start, .plaintext, .encryptionBegins: break
         }
-        if inputStart > 0 {
-            input.removeSubrange(..<inputStart)
-            inputStart = 0
-        }
+        compactInput()
         input.append(contentsOf: bytes)
     }
 
@@ -100,10 +97,11 @@ public struct TLSObserver: Sendable {
         while true {
             if let message = try nextMessage() {
                 guard let fact = try HandshakeFact(type: message.type, body: message.body) else { continue }
-                if case .serverHello(let hello) = fact {
+                // Only TLS 1.3 has HelloRetryRequests; a TLS 1.2 hello with that random is an ordinary hello.
+                if case .serverHello(let hello) = fact, hello.version > .tls1_2 {
                     if hello.isHelloRetryRequest {
                         changeCipherSpecIsCompatibility = true
-                    } else if hello.version > .tls1_2 {
+                    } else {
                         phase = .encryptionBegins
                     }
                 }
@@ -114,7 +112,10 @@ public struct TLSObserver: Sendable {
                 alertBytes.removeFirst(2)
                 return fact
             }
-            guard let record = try nextRecord() else { return nil }
+            guard let record = try nextRecord() else {
+                compactInput()
+                return nil
+            }
             switch record.type {
             case Self.contentHandshake:
                 if handshakeStart > 0 {
@@ -173,6 +174,13 @@ public struct TLSObserver: Sendable {
         let bodyStart = handshakeStart + Self.messageHeaderLength
         handshakeStart = bodyStart + length
         return (type, handshake[bodyStart..<handshakeStart])
+    }
+
+    /// Drops the consumed input, keeping only an incomplete record.
+    private mutating func compactInput() {
+        guard inputStart > 0 else { return }
+        input.removeSubrange(..<inputStart)
+        inputStart = 0
     }
 
     /// Stops parsing for good: the rest of the stream is encrypted.

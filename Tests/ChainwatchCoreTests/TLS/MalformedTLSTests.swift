@@ -274,6 +274,14 @@ import Testing
         #expect(hello.cipherSuites == [CipherSuite(rawValue: 0x002F)])
     }
 
+    @Test func helloRetryRandomInATLS12HelloDoesNotKeepParsingAfterChangeCipherSpec() throws {
+        var stream = try TLSFixture.bytes("tls12-rsa.s2c.bin")
+        stream.replaceSubrange(11..<43, with: ServerHello.helloRetryRequestRandom)
+        let facts = try observedFacts(stream)
+        #expect(serverHellos(facts).map(\.isHelloRetryRequest) == [true])
+        #expect(facts.count == 4 && facts.last == .encrypted)
+    }
+
     @Test func tls13FormatCertificateInPlaintextFailsCleanly() {
         let entry = vector(3, [UInt8](repeating: 0x30, count: 100)) + uint16(0)
         let message = handshakeMessage(11, [0] + vector(3, entry))
