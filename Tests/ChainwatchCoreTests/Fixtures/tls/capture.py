@@ -124,7 +124,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def relay_handshake(name, tmp, key, chain, root):
+def relay_handshake(name, key, chain, root):
     """openssl s_client -> recording relay -> openssl s_server; writes the two .bin files."""
     server_port, relay_port = free_port(), free_port()
     server = subprocess.Popen(
@@ -179,7 +179,7 @@ def main():
         client, server = contexts(*rsa, ssl.TLSVersion.TLSv1_3)
         memory_handshake("tls13-rsa", client, server, "tls13.chainwatch.test")
 
-        relay_handshake("tls13-hrr", tmp, *rsa)
+        relay_handshake("tls13-hrr", *rsa)
 
 
 if __name__ == "__main__":
