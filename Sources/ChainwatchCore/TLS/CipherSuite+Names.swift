@@ -1,0 +1,55 @@
+extension CipherSuite {
+    /// IANA names of the common suites: all TLS 1.3 suites, the (EC)DHE and RSA key-exchange suites that
+    /// browsers, OpenSSL and old servers still offer, and the two signalling values.
+    /// Checked against `openssl ciphers -V -stdname`.
+    static let ianaNames: [UInt16: String] = [
+        // TLS 1.3
+        0x1301: "TLS_AES_128_GCM_SHA256",
+        0x1302: "TLS_AES_256_GCM_SHA384",
+        0x1303: "TLS_CHACHA20_POLY1305_SHA256",
+        0x1304: "TLS_AES_128_CCM_SHA256",
+        0x1305: "TLS_AES_128_CCM_8_SHA256",
+        // ECDHE with ECDSA
+        0xC02B: "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        0xC02C: "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        0xCCA9: "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        0xC023: "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+        0xC024: "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384",
+        0xC009: "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+        0xC00A: "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+        0xC0AC: "TLS_ECDHE_ECDSA_WITH_AES_128_CCM",
+        0xC0AD: "TLS_ECDHE_ECDSA_WITH_AES_256_CCM",
+        // ECDHE with RSA
+        0xC02F: "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        0xC030: "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        0xCCA8: "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        0xC027: "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+        0xC028: "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384",
+        0xC013: "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+        0xC014: "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+        0xC012: "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+        0xC011: "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+        // DHE with RSA
+        0x009E: "TLS_DHE_RSA_WITH_AES_128_GCM_SHA256",
+        0x009F: "TLS_DHE_RSA_WITH_AES_256_GCM_SHA384",
+        0xCCAA: "TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        0x0067: "TLS_DHE_RSA_WITH_AES_128_CBC_SHA256",
+        0x006B: "TLS_DHE_RSA_WITH_AES_256_CBC_SHA256",
+        0x0033: "TLS_DHE_RSA_WITH_AES_128_CBC_SHA",
+        0x0039: "TLS_DHE_RSA_WITH_AES_256_CBC_SHA",
+        0x0016: "TLS_DHE_RSA_WITH_3DES_EDE_CBC_SHA",
+        // RSA key exchange (no forward secrecy)
+        0x009C: "TLS_RSA_WITH_AES_128_GCM_SHA256",
+        0x009D: "TLS_RSA_WITH_AES_256_GCM_SHA384",
+        0x003C: "TLS_RSA_WITH_AES_128_CBC_SHA256",
+        0x003D: "TLS_RSA_WITH_AES_256_CBC_SHA256",
+        0x002F: "TLS_RSA_WITH_AES_128_CBC_SHA",
+        0x0035: "TLS_RSA_WITH_AES_256_CBC_SHA",
+        0x000A: "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+        0x0005: "TLS_RSA_WITH_RC4_128_SHA",
+        0x0004: "TLS_RSA_WITH_RC4_128_MD5",
+        // Signalling values, not real suites
+        0x00FF: "TLS_EMPTY_RENEGOTIATION_INFO_SCSV",
+        0x5600: "TLS_FALLBACK_SCSV",
+    ]
+}

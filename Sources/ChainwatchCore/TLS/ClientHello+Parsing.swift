@@ -1,0 +1,83 @@
+extension ClientHello {
+    /// Parses a ClientHello body (RFC 8446 4.1.2, RFC 5246 7.4.1.2; the handshake header already removed).
+    init(parsing body: ArraySlice<UInt8>) throws(TLSParseError) {
+        var reader = ByteReader(body)
+        legacyVersion = TLSVersion(rawValue: try reader.readUInt16("ClientHello.legacy_version"))
+        random = Array(try reader.readBytes(32, "ClientHello.random"))
+        sessionID = try reader.readSessionID("ClientHello.legacy_session_id")
+
+        // An odd-length list ends in half a suite: `truncatedField`.
+        var suites = try reader.readVector(lengthBytes: 2, "ClientHello.cipher_suites")
+        cipherSuites = []
+        cipherSuites.reserveCapacity(suites.remaining / 2)
+        while !suites.isAtEnd {
+            let suite = try suites.readUInt16("ClientHello.cipher_suites")
+            if !isGREASE(suite) { cipherSuites.append(CipherSuite(rawValue: suite)) }
+        }
+        _ = try reader.readVector(lengthBytes: 1, "ClientHello.legacy_compression_methods")
+
+        serverName = nil
+        supportedVersions = []
+        alpnProtocols = []
+        offersPreSharedKey = false
+        offersSessionTicket = false
+        // Hellos of SSLv3-era clients end here, without an extensions block.
+        guard !reader.isAtEnd else { return }
+        var extensions = try reader.readVector(lengthBytes: 2, "ClientHello.extensions")
+        try reader.expectEnd("ClientHello")
+        var seen = Set<UInt16>()
+        while !extensions.isAtEnd {
+            let type = try extensions.readUInt16("ClientHello.extension_type")
+            var data = try extensions.readVector(lengthBytes: 2, "ClientHello.extension_data")
+            guard seen.insert(type).inserted else { throw .duplicateExtension(type) }
+            switch type {
+            case TLSExtensionType.serverName:
+                serverName = try data.readServerName()
+            case TLSExtensionType.alpn:
+                alpnProtocols = try data.readALPN("ClientHello.application_layer_protocol_negotiation")
+            case TLSExtensionType.supportedVersions:
+                supportedVersions = try data.readSupportedVersions()
+            case TLSExtensionType.preSharedKey:
+                offersPreSharedKey = true
+            case TLSExtensionType.sessionTicket:
+                offersSessionTicket = !data.isAtEnd
+            default:
+                break
+            }
+        }
+    }
+}
+
+private extension ByteReader {
+    /// The host_name of a server_name extension body (RFC 6066 3); other name types are skipped. Nothing may follow.
+    mutating func readServerName() throws(TLSParseError) -> String? {
+        var list = try readVector(lengthBytes: 2, "ClientHello.server_name_list")
+        try expectEnd("ClientHello.server_name")
+        var hostName: String?
+        while !list.isAtEnd {
+            let nameType = try list.readUInt8("ClientHello.server_name.name_type")
+            var name = try list.readVector(lengthBytes: 2, "ClientHello.server_name.name")
+            guard nameType == 0 else { continue }
+            let bytes = name.readRest()
+            guard hostName == nil, !bytes.isEmpty, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw .invalidServerName
+            }
+            hostName = String(decoding: bytes, as: UTF8.self)
+        }
+        return hostName
+    }
+
+    /// The ClientHello form of a supported_versions body (RFC 8446 4.2.1): a 1-byte list length, then 2-byte versions.
+    /// GREASE versions are left out.
+    mutating func readSupportedVersions() throws(TLSParseError) -> [TLSVersion] {
+        let field = "ClientHello.supported_versions"
+        var list = try readVector(lengthBytes: 1, field)
+        try expectEnd(field)
+        var versions: [TLSVersion] = []
+        while !list.isAtEnd {
+            let version = try list.readUInt16(field)
+            if !isGREASE(version) { versions.append(TLSVersion(rawValue: version)) }
+        }
+        return versions
+    }
+}

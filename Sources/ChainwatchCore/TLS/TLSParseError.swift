@@ -1,0 +1,28 @@
+/// Why a byte stream can never be a valid TLS handshake. "Needs more bytes" is not an error: `TLSObserver.next()` returns nil.
+public enum TLSParseError: Error, Equatable, Sendable {
+    /// The stream does not start like TLS: the first record is not a handshake or alert record of protocol 3.x
+    /// (e.g. `GET ` of plain HTTP, an SSLv2-framed hello).
+    case notTLS
+    /// A later record header names a content type outside 20...23.
+    case unexpectedContentType(UInt8)
+    /// A ChangeCipherSpec record arrived while a handshake message was only partly received.
+    case changeCipherSpecInsideMessage
+    /// A ChangeCipherSpec record does not hold exactly the single byte 1.
+    case badChangeCipherSpec
+    /// A later record header's protocol version is not 3.x.
+    case badRecordVersion(UInt16)
+    /// A record announces more payload than TLS allows for its content type.
+    case recordTooLong(length: Int, limit: Int)
+    /// A handshake message announces a body larger than `TLSObserver.maxHandshakeMessageLength`.
+    case messageTooLong(type: UInt8, length: Int)
+    /// A fixed-size field (or a length prefix) runs past the end of its container.
+    case truncatedField(String)
+    /// A length prefix disagrees with the bytes its container holds.
+    case badLength(field: String, declared: Int, available: Int)
+    /// A container holds bytes after its last field.
+    case trailingBytes(String)
+    /// The same extension type appears twice in one hello (two SNIs could make chainwatch and the server disagree).
+    case duplicateExtension(UInt16)
+    /// The server_name extension is malformed: empty or non-printable host name, or two host names.
+    case invalidServerName
+}
