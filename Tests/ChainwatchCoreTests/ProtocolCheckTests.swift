@@ -38,9 +38,9 @@ private let ats = Rule(name: "ats", profile: .ats)
 }
 
 @Test func staticRSAKeyExchangeHasNoForwardSecrecy() {
-    let e = Synthetic.evidence(version: .tls12, cipher: CipherSuite(name: "AES128-GCM-SHA256", forwardSecret: false))
+    let e = Synthetic.evidence(version: .tls12, cipher: NegotiatedCipher(name: "AES128-GCM-SHA256", forwardSecret: false))
     #expect(ProtocolCheck().evaluate(e, rule: ats, at: Synthetic.now).reason == .noForwardSecrecy)
-    let unknown = Synthetic.evidence(version: .tls12, cipher: CipherSuite(name: "?", forwardSecret: nil))
+    let unknown = Synthetic.evidence(version: .tls12, cipher: NegotiatedCipher(name: "?", forwardSecret: nil))
     #expect(ProtocolCheck().evaluate(unknown, rule: ats, at: Synthetic.now) == .passes)
 }
 

@@ -20,7 +20,7 @@ private func fact(_ subject: String, sha: UInt8, spki: UInt8, dns: [String] = []
 private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFacts], systemRoot: Bool = true,
                       error: ValidationError? = nil, version: ProtocolVersion = .tls13) -> Evidence {
     Evidence(connectHost: host, serverName: host, port: port, protocolVersion: version,
-             cipher: CipherSuite(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true),
+             cipher: NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true),
              validation: PathValidation(presented: path, path: path, error: error, anchorIsSystemRoot: systemRoot), source: .passive)
 }
 

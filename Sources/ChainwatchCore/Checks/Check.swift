@@ -21,12 +21,12 @@ public struct Evidence: Sendable, Hashable {
     /// The negotiated version; nil when unknown (the protocol floor then passes).
     public var protocolVersion: ProtocolVersion?
     /// The negotiated cipher suite; nil when unknown.
-    public var cipher: CipherSuite?
+    public var cipher: NegotiatedCipher?
     public var validation: PathValidation
     public var source: EvidenceSource
 
     public init(connectHost: String, serverName: String?, port: UInt16, protocolVersion: ProtocolVersion?,
-                cipher: CipherSuite?, validation: PathValidation, source: EvidenceSource) {
+                cipher: NegotiatedCipher?, validation: PathValidation, source: EvidenceSource) {
         self.connectHost = connectHost; self.serverName = serverName; self.port = port
         self.protocolVersion = protocolVersion; self.cipher = cipher; self.validation = validation; self.source = source
     }

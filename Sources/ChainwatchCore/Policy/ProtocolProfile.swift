@@ -37,12 +37,18 @@ public struct ProtocolVersion: Sendable, Hashable, Comparable, CustomStringConve
 }
 
 /// The negotiated cipher suite as the checks need it: its name and whether its key exchange is forward secret.
-public struct CipherSuite: Sendable, Hashable {
+public struct NegotiatedCipher: Sendable, Hashable {
     /// IANA or OpenSSL name, for the log.
     public var name: String
     /// nil: unknown (the check then passes: it cannot tell).
     public var forwardSecret: Bool?
     public init(name: String, forwardSecret: Bool?) { self.name = name; self.forwardSecret = forwardSecret }
+
+    /// From the wire code point: the IANA name and forward secrecy when the suite is known, else its hex and unknown.
+    public init(_ suite: CipherSuite) {
+        name = suite.name ?? suite.description
+        forwardSecret = suite.name == nil ? nil : suite.isForwardSecret
+    }
 }
 
 /// A protocol floor: the minimum version and, optionally, App Transport Security style strength requirements.
