@@ -1,0 +1,90 @@
+/// Watches both directions of one tunnel's handshake and says what evidence the verdict needs.
+/// Pure: feed each direction's bytes in order (any chunking); it never assumes one message per read.
+///
+/// - TLS ≤ 1.2 with a Certificate message: `.chain(ders)`, the passive evidence.
+/// - TLS 1.3 (the certificate is encrypted) or a resumed session (no Certificate at all): `.probe(...)`, with the
+///   client's SNI, ALPN and, when the client offered nothing newer, TLS 1.2 as the maximum.
+/// - Bytes that are not TLS, in either direction: `.notTLS(detail)`.
+public struct HandshakeWatch: Sendable {
+    /// What the watcher needs next.
+    public enum Need: Equatable, Sendable {
+        /// Nothing decided yet: keep feeding bytes.
+        case moreBytes
+        /// The server's certificates as sent (DER, leaf first), read from the tunnel.
+        case chain([[UInt8]])
+        /// The chain is not visible in the tunnel: probe the same upstream with these parameters.
+        case probe(serverName: String?, alpn: [String], maxVersion: TLSVersion?)
+        /// The tunnel does not carry TLS (or a handshake chainwatch cannot parse): what was seen.
+        case notTLS(String)
+    }
+
+    private var clientObserver = TLSObserver()
+    private var serverObserver = TLSObserver()
+    public private(set) var clientHello: ClientHello?
+    public private(set) var serverHello: ServerHello?
+    /// Set once a need other than `.moreBytes` was returned; later bytes are ignored.
+    public private(set) var decided: Need?
+
+    public init() {}
+
+    /// Whether the client's hello has been seen (the rule by SNI can be picked).
+    public var sawClientHello: Bool { clientHello != nil }
+
+    /// Feeds client → server bytes.
+    public mutating func client(_ bytes: some Collection<UInt8>) -> Need {
+        if let decided { return decided }
+        guard clientHello == nil else { return .moreBytes }
+        clientObserver.append(bytes)
+        while true {
+            let fact: HandshakeFact?
+            do { fact = try clientObserver.next() } catch { return decide(.notTLS("client: \(error)")) }
+            guard let fact else { return .moreBytes }
+            if case .clientHello(let hello) = fact {
+                clientHello = hello
+                return .moreBytes
+            }
+            if case .encrypted = fact { return decide(.notTLS("client: encrypted data before a ClientHello")) }
+        }
+    }
+
+    /// Feeds server → client bytes.
+    public mutating func server(_ bytes: some Collection<UInt8>) -> Need {
+        if let decided { return decided }
+        serverObserver.append(bytes)
+        while true {
+            let fact: HandshakeFact?
+            do { fact = try serverObserver.next() } catch { return decide(.notTLS("server: \(error)")) }
+            guard let fact else { return .moreBytes }
+            switch fact {
+            case .serverHello(let hello):
+                guard !hello.isHelloRetryRequest else { continue }
+                serverHello = hello
+                if hello.version >= .tls1_3 { return decide(probeNeed()) }
+            case .certificate(let ders):
+                return decide(.chain(ders))
+            case .encrypted, .serverHelloDone:
+                // A resumed TLS ≤ 1.2 session switches to encryption with no Certificate; so does anything
+                // else that skipped it (an anonymous suite): the chain must come from a probe.
+                guard serverHello != nil else { return decide(.notTLS("server: no ServerHello before encryption")) }
+                return decide(probeNeed())
+            case .clientHello:
+                return decide(.notTLS("server: sent a ClientHello"))
+            case .alert:
+                continue
+            }
+        }
+    }
+
+    private func probeNeed() -> Need {
+        let offersTLS13 = (clientHello?.maximumVersion ?? .tls1_3) >= .tls1_3
+        return .probe(serverName: clientHello?.serverName, alpn: clientHello?.alpnProtocols ?? [],
+                      maxVersion: offersTLS13 ? nil : .tls1_2)
+    }
+
+    private mutating func decide(_ need: Need) -> Need {
+        decided = need
+        clientObserver = TLSObserver()
+        serverObserver = TLSObserver()
+        return need
+    }
+}

@@ -1,0 +1,63 @@
+import Testing
+@testable import ChainwatchCore
+
+/// The watcher on real captured handshakes (Fixtures/tls), fed whole and one byte at a time, interleaved as in a tunnel.
+@Suite struct HandshakeWatchTests {
+    /// Feeds the client stream, then the server stream, `chunk` bytes at a time; returns the first decided need.
+    func watch(_ name: String, chunk: Int = .max) throws -> (HandshakeWatch.Need, HandshakeWatch) {
+        let c2s = try TLSFixture.bytes("\(name).c2s.bin")
+        let s2c = try TLSFixture.bytes("\(name).s2c.bin")
+        var w = HandshakeWatch()
+        var need = HandshakeWatch.Need.moreBytes
+        var i = 0
+        while i < c2s.count {
+            need = w.client(c2s[i..<min(c2s.count, i &+ chunk)])
+            i = min(c2s.count, i &+ chunk)
+        }
+        i = 0
+        while i < s2c.count, need == .moreBytes {
+            need = w.server(s2c[i..<min(s2c.count, i &+ chunk)])
+            i = min(s2c.count, i &+ chunk)
+        }
+        return (need, w)
+    }
+
+    @Test(arguments: [Int.max, 1, 7])
+    func tls12GivesThePassiveChain(chunk: Int) throws {
+        let (need, w) = try watch("tls12-rsa", chunk: chunk)
+        let leaf = try TLSFixture.der(pem: "rsa-leaf.pem")
+        guard case .chain(let ders) = need else { Issue.record("got \(need)"); return }
+        #expect(ders.first == leaf)
+        #expect(w.serverHello?.version == .tls1_2)
+        #expect(w.clientHello?.serverName != nil)
+    }
+
+    @Test(arguments: ["tls13-rsa", "tls13-hrr"])
+    func tls13AsksForAProbeWithTheClientsParameters(name: String) throws {
+        let (need, w) = try watch(name, chunk: 1)
+        guard case .probe(let sni, let alpn, let maxVersion) = need else { Issue.record("got \(need)"); return }
+        #expect(sni == w.clientHello?.serverName)
+        #expect(alpn == w.clientHello?.alpnProtocols)
+        #expect(maxVersion == nil)
+        #expect(w.serverHello?.version == .tls1_3)
+    }
+
+    @Test func resumedTLS12WithoutCertificateAsksForAProbe() throws {
+        let (need, w) = try watch("tls12-rsa-resumed")
+        guard case .probe = need else { Issue.record("got \(need)"); return }
+        #expect(w.serverHello?.version == .tls1_2)
+    }
+
+    @Test func plainHTTPIsNotTLS() {
+        var w = HandshakeWatch()
+        guard case .notTLS(let detail) = w.client(Array("GET / HTTP/1.1\r\n\r\n".utf8)) else { Issue.record("not flagged"); return }
+        #expect(detail.hasPrefix("client:"))
+        #expect(w.server([0x16, 0x03, 0x03]) == w.decided)   // decided stays decided
+    }
+
+    @Test func serverSpeakingFirstIsNotTLS() {
+        var w = HandshakeWatch()
+        guard case .notTLS(let detail) = w.server(Array("SSH-2.0-OpenSSH_9.2\r\n".utf8)) else { Issue.record("not flagged"); return }
+        #expect(detail.hasPrefix("server:"))
+    }
+}
