@@ -213,7 +213,7 @@ private final class UpstreamConnection {
         switch phase {
         case .sending: refill()
         case .closingAfterWrite:
-            if evbuffer_get_length(bufferevent_get_output(bev)) == 0 { close() }
+            if evbuffer_get_length(bufferevent_get_output(bev)) == 0 { closeCleanly() }
         default: break
         }
     }
@@ -221,7 +221,13 @@ private final class UpstreamConnection {
     func closeWhenFlushed() {
         phase = .closingAfterWrite
         bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
-        if evbuffer_get_length(bufferevent_get_output(bev)) == 0 { close() }
+        if evbuffer_get_length(bufferevent_get_output(bev)) == 0 { closeCleanly() }
+    }
+
+    /// Closes after a complete exchange; for TLS, keeps the session resumable (SSL_free would not).
+    func closeCleanly() {
+        if !raw, let ssl = bufferevent_openssl_get_ssl(bev) { SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN) }
+        close()
     }
 
     /// Tops the output up to `highWater` with the next stream bytes; zero-copy for whole clean blocks.

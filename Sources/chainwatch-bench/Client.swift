@@ -477,6 +477,8 @@ final class Session {
 
     private func complete() {
         guard phase != .ended else { return }
+        // A clean end: without these flags SSL_free would mark the session not resumable.
+        if let ssl { SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN) }
         if settings.resume, let ssl, let saved = SSL_get1_session(ssl) {
             if let old = lane.tlsSession { SSL_SESSION_free(old) }
             lane.tlsSession = saved
