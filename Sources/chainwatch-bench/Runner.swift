@@ -261,8 +261,8 @@ final class Runner {
             let bytes = kindResults.reduce(0) { $0 + $1.verifiedBytes }
             peak = max(peak, after.rssKiB, holding ?? 0)
             usage = ProxyUsage(pid: pid, processes: after.processes, cpuSeconds: (cpu * 1000).rounded() / 1000,
-                               cpuSecondsPer1000Connections: connections > 0 ? (cpu / Double(connections) * 1000 * 1000).rounded() / 1000 : nil,
-                               cpuSecondsPerGiB: bytes >= 1 << 20 ? (cpu / (Double(bytes) / Double(1 << 30)) * 1000).rounded() / 1000 : nil,
+                               cpuSecondsPer1000Connections: connections > 0 && plan.scenario != .bulk ? (cpu / Double(connections) * 1000 * 1000).rounded() / 1000 : nil,
+                               cpuSecondsPerGiB: bytes >= 1 << 20 && (plan.scenario == .bulk || plan.scenario == .mixed) ? (cpu / (Double(bytes) / Double(1 << 30)) * 1000).rounded() / 1000 : nil,
                                rssKiBBefore: before.rssKiB, rssKiBAfter: after.rssKiB, rssKiBPeak: peak,
                                rssKiBHolding: holding,
                                rssKiBPerIdleTunnel: holding.map { (Double($0 - before.rssKiB) / Double(max(plan.concurrency, 1)) * 100).rounded() / 100 })
