@@ -1,0 +1,211 @@
+import ArgumentParser
+import Foundation
+
+/// `chainwatch-bench`: load generator for chainwatch and other CONNECT proxies.
+@main
+struct ChainwatchBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chainwatch-bench",
+        abstract: "Load-test a CONNECT proxy (chainwatch, or any other) against a direct baseline.",
+        discussion: """
+            Every run is bounded by --count or --duration. With --direct and a proxy, the direct baseline runs first,
+            in the same invocation. The bench starts its own upstream on 127.0.0.1 (builtin, or nginx for HTTPS) and,
+            with --start-proxy, the proxy too. Exit status: 0 when every byte was right and no session failed,
+            1 when any session failed or any byte was wrong, 2 on a setup error.
+            """,
+        subcommands: [Handshake.self, Bulk.self, Idle.self, Mixed.self, Plot.self])
+}
+
+/// Options every scenario takes.
+struct CommonOptions: ParsableArguments {
+    @Option(help: "A running proxy to measure (HOST:PORT).")
+    var proxy: String?
+    @Option(help: "The proxy's PID, to read its CPU time and RSS from /proc (with --proxy).")
+    var proxyPid: Int32?
+    @Option(help: "Start this proxy executable on a free 127.0.0.1 port, measure it, stop it by its PID.")
+    var startProxy: String?
+    @Option(help: ArgumentHelp("Arguments for --start-proxy, space-separated; {port}, {listen}, {policy}, {dir} are replaced.",
+                               valueName: "args"))
+    var proxyArgs: String?
+    @Option(help: "Name of the proxy in reports (default: chainwatch, or the executable's name).")
+    var proxyName: String?
+    @Option(help: "With --start-proxy: comma-separated policy actions to run with, each a separate proxy start (block,alert).")
+    var policy: String?
+    @Flag(help: "Run the same load without the proxy too (first), as the baseline; alone: only the baseline.")
+    var direct = false
+    @Option(help: "An HTTPS upstream already running (HOST:PORT); bodies are then not checked byte by byte.")
+    var upstream: String?
+    @Option(help: "A raw upstream already running (another bench's builtin), for bulk/idle.")
+    var rawUpstream: String?
+    @Option(help: "The HTTPS upstream the bench starts: builtin or nginx (raw transfers always use builtin).")
+    var startUpstream: String = "builtin"
+    @Option(help: "nginx worker processes when --start-upstream nginx.")
+    var nginxWorkers: Int = 1
+    @Option(help: "Comma-separated TLS versions to run: 1.2, 1.3 (handshake, mixed).")
+    var tls: String = "1.3"
+    @Option(name: [.short, .long], help: "Concurrent sessions (closed loop); idle: tunnels held open.")
+    var concurrency: Int = 8
+    @Option(help: "Client event-loop threads.")
+    var threads: Int = 1
+    @Option(help: "Bound: seconds to run (idle: seconds to hold). Default 5 when no --count.")
+    var duration: Double?
+    @Option(help: "Bound: sessions to complete (handshake, bulk, mixed: short sessions).")
+    var count: Int?
+    @Option(help: "A session with no progress for this many seconds fails.")
+    var timeout: Double = 10
+    @Option(help: "After --duration, seconds in-flight sessions may take to finish before they are cut off.")
+    var grace: Double = 5
+    @Option(help: "Stop the run early after this many failed sessions.")
+    var maxFailures: Int = 10
+    @Option(help: "Write the report as JSON to this file.")
+    var json: String?
+    @Option(help: "Write an SVG picture of latency and throughput to this file.")
+    var svg: String?
+    @Option(help: "SNI to send (default: none, as for an IP-literal host).")
+    var sni: String?
+    @Option(help: ArgumentHelp("Test only: make the builtin upstream inject a fault (corrupt).", visibility: .hidden))
+    var faultInject: String?
+    @Flag(help: "Keep the temporary directory (certificates, configs, logs).")
+    var keepTemp = false
+    @Flag(name: .shortAndLong, help: "No progress messages on stderr.")
+    var quiet = false
+}
+
+/// Options that size the payloads.
+struct PayloadOptions: ParsableArguments {
+    @Option(help: "Response body bytes of each short GET.")
+    var responseBytes: Int = 1024
+    @Option(help: "Bytes per bulk transfer (suffixes K, M, G: binary).")
+    var size: String = "64M"
+    @Flag(help: "Bulk: send (client → upstream) instead of receive.")
+    var upload = false
+    @Flag(help: "Resume TLS sessions (tickets) instead of a full handshake each time.")
+    var resume = false
+}
+
+func parseSize(_ text: String) throws(BenchError) -> Int {
+    let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30]
+    var digits = text.uppercased()
+    var multiplier = 1
+    if digits.hasSuffix("IB") { digits.removeLast(2) }
+    if let last = digits.last, let unit = units[last] { multiplier = unit; digits.removeLast() }
+    guard let value = Int(digits), value >= 0 else { throw BenchError("bad size '\(text)'") }
+    return value * multiplier
+}
+
+extension CommonOptions {
+    func plan(_ scenario: Scenario, _ payload: PayloadOptions, longTransfers: Int = 0) throws(BenchError) -> Plan {
+        var source = ProxySource.none
+        var name = proxyName ?? "proxy"
+        if proxy != nil && startProxy != nil { throw BenchError("give --proxy or --start-proxy, not both") }
+        if let proxy { source = .running(try Endpoint(parsing: proxy), pid: proxyPid) }
+        if let startProxy {
+            guard let executable = which(startProxy) else { throw BenchError("--start-proxy: \(startProxy) is not an executable") }
+            let base = URL(fileURLWithPath: executable).lastPathComponent
+            name = proxyName ?? base
+            let template = proxyArgs ?? (policy == nil ? "run --listen {listen}" : "run --listen {listen} --policy {policy}")
+            source = .start(executable: executable, argumentsTemplate: template)
+        }
+        if case .none = source, !direct { throw BenchError("nothing to measure: give --proxy, --start-proxy, or --direct") }
+        var versions: [TLSVersion] = []
+        for word in tls.split(separator: ",") {
+            guard let version = TLSVersion(rawValue: String(word)) else { throw BenchError("--tls: expected 1.2 or 1.3, got '\(word)'") }
+            versions.append(version)
+        }
+        var policies: [String?] = [nil]
+        if let policy {
+            guard startProxy != nil else { throw BenchError("--policy needs --start-proxy (the bench writes the policy file)") }
+            policies = policy.split(separator: ",").map { String($0) }
+            for p in policies where p != "block" && p != "alert" { throw BenchError("--policy: expected block or alert, got '\(p ?? "")'") }
+        }
+        guard startUpstream == "builtin" || startUpstream == "nginx" else { throw BenchError("--start-upstream: builtin or nginx") }
+        var fault: Fault?
+        if let faultInject {
+            guard let f = Fault(rawValue: faultInject) else { throw BenchError("--fault-inject: only 'corrupt'") }
+            fault = f
+        }
+        guard concurrency >= 1, threads >= 1 else { throw BenchError("--concurrency and --threads must be at least 1") }
+        if let count, count < 1 { throw BenchError("--count must be at least 1") }
+        if let duration, duration <= 0 { throw BenchError("--duration must be positive") }
+        var duration = self.duration
+        if duration == nil && (count == nil || scenario == .idle) { duration = 5 }
+        return Plan(scenario: scenario, proxy: source, proxyName: name, direct: direct, tlsVersions: versions, policies: policies,
+                    externalTLSUpstream: try upstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
+                    externalRawUpstream: try rawUpstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
+                    upstreamKind: startUpstream, nginxWorkers: nginxWorkers, concurrency: concurrency, longTransfers: longTransfers,
+                    threads: threads, duration: duration, count: scenario == .idle ? nil : count, timeout: timeout, grace: grace,
+                    maxFailures: maxFailures, responseBytes: payload.responseBytes, bulkBytes: try parseSize(payload.size),
+                    upload: payload.upload, resume: payload.resume, sni: sni, fault: fault, keepTemp: keepTemp, quiet: quiet)
+    }
+
+    /// Runs the plan, prints the table, writes the files, exits 0/1/2.
+    func execute(_ scenario: Scenario, _ payload: PayloadOptions, longTransfers: Int = 0) throws {
+        let report: Report
+        do throws(BenchError) {
+            report = try Runner(plan: try plan(scenario, payload, longTransfers: longTransfers)).run()
+        } catch {
+            FileHandle.standardError.write(Data("chainwatch-bench: error: \(error.description)\n".utf8))
+            throw ExitCode(2)
+        }
+        print(renderTable(report), terminator: "")
+        if let json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            try encoder.encode(report).write(to: URL(fileURLWithPath: json))
+        }
+        if let svg { try renderSVG([report]).write(toFile: svg, atomically: true, encoding: .utf8) }
+        if !report.ok {
+            FileHandle.standardError.write(Data("chainwatch-bench: FAILED\n".utf8))
+            for problem in report.problems { FileHandle.standardError.write(Data("  \(problem)\n".utf8)) }
+            throw ExitCode(1)
+        }
+    }
+}
+
+struct Handshake: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Closed loop of C clients: CONNECT, full TLS handshake, small GET, close. Reports conn/s, latency, time to 200.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var payload: PayloadOptions
+    func run() throws { try common.execute(.handshake, payload) }
+}
+
+struct Bulk: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "MB/s through C tunnels: raw bytes of known content, verified byte by byte, exact counts.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var payload: PayloadOptions
+    func run() throws { try common.execute(.bulk, payload) }
+}
+
+struct Idle: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Hold C tunnels open for --duration; reports the proxy's RSS per tunnel.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var payload: PayloadOptions
+    func run() throws { try common.execute(.idle, payload) }
+}
+
+struct Mixed: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "C short TLS tunnels (as handshake) beside --long bulk transfers; latency of the short ones under load.")
+    @OptionGroup var common: CommonOptions
+    @OptionGroup var payload: PayloadOptions
+    @Option(help: "Long bulk transfers running beside the short tunnels.")
+    var long: Int = 2
+    func run() throws { try common.execute(.mixed, payload, longTransfers: long) }
+}
+
+struct Plot: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Combine JSON reports (e.g. from bench/compare.sh) into one table and one SVG.")
+    @Argument(help: "JSON reports written with --json.")
+    var reports: [String]
+    @Option(help: "Write the SVG here.")
+    var svg: String?
+    func run() throws {
+        let decoded = try reports.map { try JSONDecoder().decode(Report.self, from: Data(contentsOf: URL(fileURLWithPath: $0))) }
+        for report in decoded { print(renderTable(report), terminator: "") }
+        if let svg { try renderSVG(decoded).write(toFile: svg, atomically: true, encoding: .utf8) }
+    }
+}

@@ -1,0 +1,257 @@
+"""End-to-end tests of chainwatch-bench itself, in a short mode (each run a second or two).
+
+What they prove: counts add up (started = completed + failed + cut off, bytes = transfers x size),
+a corrupted byte is detected and reported as a failure (exit 1 with a message), and runs end within
+their bound. Servers listen on 127.0.0.1 only; every process a test starts is stopped by its PID;
+every wait is bounded.
+
+Environment: CHAINWATCH_BENCH_BIN (required) is the release bench binary; CHAINWATCH_BIN is the
+chainwatch proxy for the proxied tests (`make test` sets both). Tests through tinyproxy run when
+tinyproxy is installed (bench/compare.sh --install installs it).
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+BENCH = os.environ.get("CHAINWATCH_BENCH_BIN", "")
+CHAINWATCH = os.environ.get("CHAINWATCH_BIN", "")
+RUN_LIMIT = 60  # seconds: no bench run in this file may take longer
+
+
+@pytest.fixture(scope="session", autouse=True)
+def bench_binary():
+    assert BENCH, "set CHAINWATCH_BENCH_BIN to the release chainwatch-bench binary"
+    assert os.access(BENCH, os.X_OK), f"CHAINWATCH_BENCH_BIN={BENCH} is not executable"
+
+
+def bench(*args, tmp_path=None):
+    """Runs the bench with a JSON report; returns (exit code, report or None, stderr, seconds)."""
+    report_path = os.path.join(tmp_path or tempfile.mkdtemp(), "report.json")
+    started = time.monotonic()
+    proc = subprocess.run([BENCH, *args, "--json", report_path, "--quiet"], capture_output=True, text=True, timeout=RUN_LIMIT)
+    seconds = time.monotonic() - started
+    report = None
+    if os.path.exists(report_path):
+        with open(report_path) as f:
+            report = json.load(f)
+    return proc.returncode, report, proc.stdout + proc.stderr, seconds
+
+
+def kinds(report):
+    return [(run, kind) for run in report["runs"] for kind in run["kinds"]]
+
+
+def assert_counts_add_up(report):
+    for run, kind in kinds(report):
+        assert kind["countsAddUp"], (run["label"], kind)
+        assert kind["started"] == kind["completed"] + kind["failed"] + kind["cutOff"], (run["label"], kind)
+
+
+# Direct: the bench against its own upstream, no proxy.
+
+def test_handshake_count_is_exact_for_both_tls_versions(tmp_path):
+    code, report, output, _ = bench("handshake", "--direct", "--count", "60", "-c", "4", "--tls", "1.2,1.3", tmp_path=tmp_path)
+    assert code == 0, output
+    assert [run["tls"] for run in report["runs"]] == ["1.2", "1.3"]
+    for run, kind in kinds(report):
+        assert (kind["started"], kind["completed"], kind["failed"], kind["cutOff"]) == (60, 60, 0, 0), run["label"]
+        assert kind["verifiedBytes"] == 60 * 1024
+        assert kind["latencyMicros"]["count"] == 60
+        assert kind["latencyMicros"]["p50"] <= kind["latencyMicros"]["p99"] <= kind["latencyMicros"]["max"]
+    assert report["ok"]
+
+
+def test_resume_resumes_sessions(tmp_path):
+    code, report, output, _ = bench("handshake", "--direct", "--count", "20", "-c", "1", "--tls", "1.2,1.3", "--resume", tmp_path=tmp_path)
+    assert code == 0, output
+    for run, kind in kinds(report):
+        assert kind["resumed"] >= 18, (run["label"], kind["resumed"])  # all but the first on the lane
+
+
+@pytest.mark.parametrize("direction", [[], ["--upload"]], ids=["download", "upload"])
+def test_bulk_byte_count_is_exact(tmp_path, direction):
+    code, report, output, _ = bench("bulk", "--direct", "--count", "3", "-c", "2", "--size", "3M", *direction, tmp_path=tmp_path)
+    assert code == 0, output
+    ((run, kind),) = kinds(report)
+    assert (kind["completed"], kind["failed"], kind["cutOff"]) == (3, 0, 0)
+    assert kind["verifiedBytes"] == 3 * 3 * 1024 * 1024
+    assert_counts_add_up(report)
+
+
+def test_idle_holds_every_tunnel(tmp_path):
+    code, report, output, _ = bench("idle", "--direct", "-c", "50", "--duration", "1", tmp_path=tmp_path)
+    assert code == 0, output
+    (run,) = report["runs"]
+    assert run["idleTunnelsHeld"] == 50
+    assert run["kinds"][0]["completed"] == 50
+
+
+def test_mixed_runs_short_and_long_sessions(tmp_path):
+    code, report, output, _ = bench("mixed", "--direct", "-c", "2", "--long", "1", "--size", "8M", "--duration", "1", tmp_path=tmp_path)
+    assert code == 0, output
+    (run,) = report["runs"]
+    by_kind = {k["kind"]: k for k in run["kinds"]}
+    assert by_kind["handshake"]["completed"] > 0
+    assert by_kind["bulk"]["verifiedBytes"] > 0
+    assert_counts_add_up(report)
+
+
+# Corruption: the builtin upstream flips one byte; the bench must notice and fail.
+
+@pytest.mark.parametrize("scenario,extra,message", [
+    ("handshake", ["--count", "5"], "corrupted response body: byte at offset 512"),
+    ("bulk", ["--count", "2", "--size", "1M"], "corrupted stream: byte at offset 524288"),
+    ("bulk", ["--count", "2", "--size", "1M", "--upload"], "upstream rejected the upload: BAD 524288"),
+], ids=["handshake-body", "bulk-download", "bulk-upload"])
+def test_corrupted_byte_is_detected(tmp_path, scenario, extra, message):
+    code, report, output, _ = bench(scenario, "--direct", "-c", "1", "--fault-inject", "corrupt", *extra, tmp_path=tmp_path)
+    assert code == 1, output
+    assert message in output
+    assert "FAILED" in output
+    assert report is not None and not report["ok"]
+    for run, kind in kinds(report):
+        assert kind["failed"] > 0
+        assert kind["completed"] == 0
+    assert_counts_add_up(report)
+
+
+# Bounds: runs end within --duration plus the grace period (plus setup).
+
+@pytest.mark.parametrize("scenario,extra", [
+    ("handshake", ["-c", "4"]),
+    ("bulk", ["-c", "2", "--size", "4G"]),   # a transfer far longer than the bound: cut off, bytes still counted
+    ("idle", ["-c", "20"]),
+], ids=["handshake", "bulk-cut-off", "idle"])
+def test_duration_bound_is_kept(tmp_path, scenario, extra):
+    code, report, output, seconds = bench(scenario, "--direct", "--duration", "1", "--grace", "1", *extra, tmp_path=tmp_path)
+    assert code == 0, output
+    assert seconds < 1 + 1 + 4, f"took {seconds:.1f}s"
+    for run in report["runs"]:
+        assert run["elapsedSeconds"] < 1 + 1 + 0.5
+    assert_counts_add_up(report)
+    if scenario == "bulk":
+        ((run, kind),) = kinds(report)
+        assert kind["cutOff"] == 2 and kind["completed"] == 0 and kind["verifiedBytes"] > 0
+
+
+def test_failing_run_ends_early_and_says_why(tmp_path):
+    # A proxy address where nothing listens: every connect fails, the run stops after --max-failures.
+    port = free_port()
+    code, report, output, seconds = bench("handshake", "--proxy", f"127.0.0.1:{port}", "--duration", "30",
+                                          "--max-failures", "5", tmp_path=tmp_path)
+    assert code == 1, output
+    assert seconds < 10
+    assert "Connection refused" in output
+    assert_counts_add_up(report)
+
+
+def test_svg_and_plot(tmp_path):
+    svg = tmp_path / "out.svg"
+    code, report, output, _ = bench("handshake", "--direct", "--count", "20", "--svg", str(svg), tmp_path=tmp_path)
+    assert code == 0, output
+    text = svg.read_text()
+    assert text.startswith("<svg") and "polyline" in text and "conn/s" in text
+    combined = tmp_path / "combined.svg"
+    proc = subprocess.run([BENCH, "plot", str(tmp_path / "report.json"), "--svg", str(combined)], capture_output=True, text=True, timeout=RUN_LIMIT)
+    assert proc.returncode == 0, proc.stderr
+    assert "direct TLS 1.3" in proc.stdout and combined.exists()
+
+
+# Through a proxy.
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+def wait_listening(port, proc, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "proxy exited early"
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listening on 127.0.0.1:{port}")
+
+
+@pytest.fixture
+def tinyproxy(tmp_path):
+    exe = shutil.which("tinyproxy") or ("/usr/bin/tinyproxy" if os.access("/usr/bin/tinyproxy", os.X_OK) else None)
+    if not exe:
+        pytest.skip("tinyproxy is not installed (bench/compare.sh --install, or apt-get install tinyproxy)")
+    port = free_port()
+    conf = tmp_path / "tinyproxy.conf"
+    conf.write_text(f"Port {port}\nListen 127.0.0.1\nTimeout 60\nMaxClients 500\nAllow 127.0.0.1\nLogLevel Error\n"
+                    f"LogFile \"{tmp_path}/tinyproxy.log\"\nPidFile \"{tmp_path}/tinyproxy.pid\"\n")
+    proc = subprocess.Popen([exe, "-d", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, proc)
+        yield port, proc.pid
+    finally:
+        stop(proc)
+
+
+def test_through_tinyproxy_counts_and_proxy_usage(tmp_path, tinyproxy):
+    port, pid = tinyproxy
+    code, report, output, _ = bench("handshake", "--direct", "--proxy", f"127.0.0.1:{port}", "--proxy-pid", str(pid),
+                                    "--proxy-name", "tinyproxy", "--count", "40", "-c", "4", tmp_path=tmp_path)
+    assert code == 0, output
+    direct, proxied = report["runs"]
+    assert direct["target"] == "direct" and proxied["target"] == "tinyproxy"
+    assert proxied["kinds"][0]["completed"] == 40
+    usage = proxied["proxy"]
+    assert usage["pid"] == pid and usage["rssKiBAfter"] > 0 and usage["cpuSeconds"] >= 0
+    assert "ratio tinyproxy TLS 1.3 / direct TLS 1.3" in output
+
+
+def test_corruption_is_detected_through_tinyproxy(tmp_path, tinyproxy):
+    port, pid = tinyproxy
+    code, report, output, _ = bench("bulk", "--proxy", f"127.0.0.1:{port}", "--count", "1", "--size", "1M",
+                                    "--fault-inject", "corrupt", tmp_path=tmp_path)
+    assert code == 1 and "corrupted stream: byte at offset 524288" in output, output
+
+
+@pytest.fixture
+def chainwatch_bin():
+    if not CHAINWATCH:
+        pytest.skip("CHAINWATCH_BIN is not set (make test sets it to .build/release/chainwatch)")
+    assert os.access(CHAINWATCH, os.X_OK), f"CHAINWATCH_BIN={CHAINWATCH} is not executable"
+    return CHAINWATCH
+
+
+@pytest.mark.parametrize("scenario,extra", [
+    ("handshake", ["--count", "40", "-c", "4", "--tls", "1.2,1.3"]),
+    ("bulk", ["--count", "2", "--size", "8M"]),
+    ("idle", ["-c", "50", "--duration", "1"]),
+], ids=["handshake", "bulk", "idle"])
+def test_through_chainwatch(tmp_path, chainwatch_bin, scenario, extra):
+    code, report, output, _ = bench(scenario, "--direct", "--start-proxy", chainwatch_bin, *extra, tmp_path=tmp_path)
+    assert code == 0, output
+    proxied = [run for run in report["runs"] if run["target"] != "direct"]
+    assert proxied and all(run["proxy"] and run["proxy"]["rssKiBAfter"] > 0 for run in proxied)
+    assert_counts_add_up(report)
+
+
+def test_corruption_is_detected_through_chainwatch(tmp_path, chainwatch_bin):
+    code, report, output, _ = bench("bulk", "--start-proxy", chainwatch_bin, "--count", "1", "--size", "1M",
+                                    "--fault-inject", "corrupt", tmp_path=tmp_path)
+    assert code == 1 and "corrupted stream: byte at offset 524288" in output, output
