@@ -40,7 +40,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "chainwatch-bench", dependencies: [
-            "ChainwatchEventLoop", "CLibevent", "COpenSSL",
+            "CLibevent", "COpenSSL",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
