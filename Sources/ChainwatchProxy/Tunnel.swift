@@ -5,7 +5,7 @@ import Logging
 
 /// One client connection, from its first request byte to its close: a CONNECT tunnel, or a keep-alive series of
 /// plain-HTTP exchanges. Owned by its `Worker`; lives and dies on the worker's loop.
-final class Tunnel: ConnectionDelegate {
+final class Tunnel: ConnectionDelegate, InspectionDelegate {
     enum Phase: Equatable {
         /// Waiting for a complete request head from the client.
         case readingRequest
@@ -38,6 +38,19 @@ final class Tunnel: ConnectionDelegate {
     private var clientPaused = false      // client reads paused: upstream output is full
     private var upstreamPaused = false    // upstream reads paused: client output is full
     private var closeWhenFlushed = false
+
+    // Inspection state (CONNECT).
+    private var snapshot: PolicySnapshot?
+    private var inspection: TunnelInspection?
+    private var connectedAddress: SocketAddress?
+    /// Bytes of `upstream.input` already fed to the inspection (held bytes stay there until the verdict).
+    private var serverFed = 0
+    /// Inside a feed, delegate calls are deferred: buffers must not move while their chunks are being read.
+    private var feeding = false
+    private var pendingDecision: Decision?
+    private enum Decision { case release, block(Finding) }
+    /// Most server bytes held while a verdict is pending.
+    static let holdLimit = 256 * 1024
 
     // Plain HTTP state.
     private var exchange: Exchange?
@@ -88,8 +101,11 @@ final class Tunnel: ConnectionDelegate {
                 refuse(status: 403, reason: "CONNECT to port \(authority.port) is not allowed by --allow-port")
                 return
             }
+            snapshot = worker.inspector.policies.snapshot
+            if refuseKnownBad(authority) { return }
             begin(target: authority, exchange: nil)
         case .forward(let authority, let rewritten):
+            if refusePlainHTTP(authority, requestLine: "\(head.method) \(head.target)") { return }
             let framing = BodyFraming.request(head) ?? .length(0)
             begin(target: authority, exchange: Exchange(
                 method: head.method, head: rewritten, requestBody: BodyScanner(framing),
@@ -131,6 +147,7 @@ final class Tunnel: ConnectionDelegate {
             return
         }
         upstream = connection
+        connectedAddress = address
         pendingAddresses = addresses.dropFirst()
         connection.delegate = self
         timer.schedule(milliseconds: worker.configuration.connectTimeoutMilliseconds)
@@ -167,6 +184,7 @@ final class Tunnel: ConnectionDelegate {
             forwardRequestBody()
         } else {
             worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
+            startInspection()
             client.write(HTTPWriter.connectionEstablished)
             phase = .relaying
             client.enableRead()
@@ -193,6 +211,25 @@ final class Tunnel: ConnectionDelegate {
     /// Moves everything readable from one side to the other's output (no copies); pauses the reader when the
     /// other side's output is full, so a slow side throttles the fast one and memory stays bounded.
     private func relay(from source: Connection, to destination: Connection) {
+        if let inspection, !inspection.isFinished {
+            feeding = true
+            if source === client {
+                if inspection.wantsClientBytes { source.input.forEachChunk(from: 0) { inspection.clientBytes($0) } }
+            } else {
+                source.input.forEachChunk(from: serverFed) { inspection.serverBytes($0) }
+                serverFed = source.input.count
+            }
+            feeding = false
+            if let decision = pendingDecision {
+                pendingDecision = nil
+                apply(decision)   // a release relays the upstream's bytes itself
+                guard phase == .relaying, source === client else { return }
+            } else if source === upstream, inspection.holds, !inspection.isFinished {
+                if source.input.count >= Self.holdLimit { source.disableRead() }   // resumes on release
+                return
+            }
+        }
+        if source === upstream { serverFed = 0 }
         destination.output.moveAll(from: source.input)
         pauseIfFull(reader: source, writer: destination)
     }
@@ -228,7 +265,7 @@ final class Tunnel: ConnectionDelegate {
             upstreamWriteShut = true
             upstream.shutdownWrite()
         }
-        if upstreamSentEOF, client.output.count == 0, !clientWriteShut {
+        if upstreamSentEOF, client.output.count == 0, upstream.input.count == 0, !clientWriteShut {
             clientWriteShut = true
             client.shutdownWrite()
         }
@@ -236,6 +273,64 @@ final class Tunnel: ConnectionDelegate {
     }
     private var clientWriteShut = false
     private var upstreamWriteShut = false
+
+    // MARK: - Inspection
+
+    private func startInspection() {
+        guard let snapshot, let target, let connectedAddress else { return }
+        let facts = TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: target.host,
+                                port: target.port, upstreamIP: connectedAddress.ip)
+        let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
+                                          upstreamAddress: connectedAddress)
+        inspection.delegate = self
+        self.inspection = inspection
+    }
+
+    private func apply(_ decision: Decision) {
+        guard phase == .relaying, let upstream else { return }
+        switch decision {
+        case .release:
+            inspection = nil
+            if !upstream.isReading && !upstreamPaused && !upstreamSentEOF { upstream.enableRead() }
+            serverFed = 0
+            if upstream.input.count > 0 { relay(from: upstream, to: client) }
+            finishHalfCloses()
+        case .block(let finding):
+            logger.warning("blocked: \(finding.reason.rawValue): \(finding.detail)")
+            inspection = nil
+            close()
+        }
+    }
+
+    /// An upstream whose last verdict blocked gets `403` at once, with the reason, and an alert line.
+    private func refuseKnownBad(_ authority: Authority) -> Bool {
+        let inspector = worker.inspector
+        guard let snapshot, let bad = inspector.cache.knownBad(authority, now: worker.loop.cachedMilliseconds) else { return false }
+        let rule = snapshot.policy.rule(for: authority.host, port: authority.port)
+        var evidence = bad.evidence
+        evidence?.source = .cache
+        let facts = TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host,
+                                port: authority.port, serverName: evidence?.serverName)
+        inspector.report(Verdict(rule: bad.rule, findings: [bad.finding]), evidence: evidence, rule: rule, tunnel: facts,
+                         nowMilliseconds: worker.loop.cachedMilliseconds)
+        refuse(status: 403, reason: "blocked by chainwatch: \(bad.finding.reason.rawValue): \(bad.finding.detail)")
+        return true
+    }
+
+    /// Plain HTTP to a host whose rule says `https_only`: alert, or `403` under block.
+    private func refusePlainHTTP(_ authority: Authority, requestLine: String) -> Bool {
+        let inspector = worker.inspector
+        let snapshot = inspector.policies.snapshot
+        let rule = snapshot.policy.rule(for: authority.host, port: authority.port)
+        guard rule.httpsOnly else { return false }
+        let verdict = Evaluator.verdict(for: .plainHTTP(String(requestLine.prefix(200))), rule: rule)
+        let facts = TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host,
+                                port: authority.port)
+        inspector.report(verdict, evidence: nil, rule: rule, tunnel: facts, nowMilliseconds: worker.loop.cachedMilliseconds)
+        guard verdict.action == .block else { return false }
+        refuse(status: 403, reason: "blocked by chainwatch: https_only: plain HTTP to \(authority.host) is not allowed")
+        return true
+    }
 
     // MARK: - Plain HTTP
 
@@ -459,11 +554,23 @@ final class Tunnel: ConnectionDelegate {
     /// Closes both sides and leaves the worker. Idempotent.
     func close() {
         guard client.isOpen || upstream != nil else { return }
+        inspection?.abandon()
+        inspection = nil
         phase = .closed
         timer.cancel()
         client.close()
         upstream?.close()
         upstream = nil
         worker.tunnelClosed(self)
+    }
+}
+
+extension Tunnel {
+    func inspectionReleased() {
+        if feeding { pendingDecision = .release } else { apply(.release) }
+    }
+
+    func inspectionBlocked(_ finding: Finding) {
+        if feeding { pendingDecision = .block(finding) } else { apply(.block(finding)) }
     }
 }

@@ -18,14 +18,16 @@ public struct AlertRecord: Sendable {
     public var evidence: Evidence?
     /// What the proxy did: `block` closed the tunnel (or answered 403), `alert` let it pass.
     public var action: Action
+    /// Every finding of the verdict (the deciding one included), listed in `chainwatch.findings`.
+    public var allFindings: [Finding]
 
     public init(timeMilliseconds: Int64, tunnelID: UInt64, sourceIP: String, sourcePort: UInt16, destinationDomain: String,
                 destinationIP: String?, destinationPort: UInt16, serverName: String?, tlsVersion: String?, cipher: String?,
-                finding: Finding, rule: Rule, evidence: Evidence?, action: Action) {
+                finding: Finding, rule: Rule, evidence: Evidence?, action: Action, allFindings: [Finding] = []) {
         self.timeMilliseconds = timeMilliseconds; self.tunnelID = tunnelID; self.sourceIP = sourceIP; self.sourcePort = sourcePort
         self.destinationDomain = destinationDomain; self.destinationIP = destinationIP; self.destinationPort = destinationPort
         self.serverName = serverName; self.tlsVersion = tlsVersion; self.cipher = cipher; self.finding = finding
-        self.rule = rule; self.evidence = evidence; self.action = action
+        self.rule = rule; self.evidence = evidence; self.action = action; self.allFindings = allFindings
     }
 
     /// RFC 3339 with milliseconds, UTC.
@@ -81,6 +83,16 @@ public struct AlertRecord: Sendable {
         o.set("chainwatch.detail", finding.detail)
         o.set("chainwatch.check", finding.check)
         o.set("chainwatch.evidence", evidence?.source.rawValue)
+        if allFindings.count > 1 {
+            o.set("chainwatch.findings", .array(allFindings.map { f in
+                var b = JSONObjectBuilder()
+                b.set("reason", f.reason.rawValue)
+                b.set("action", f.action.rawValue)
+                b.set("level", f.level?.rawValue)
+                b.set("detail", f.detail)
+                return b.value
+            }))
+        }
         if let evidence {
             o.set("chainwatch.chain.validated", evidence.validation.error == nil && !evidence.validation.path.isEmpty)
             o.set("chainwatch.chain.subjects", chain.map(\.subject))

@@ -1,0 +1,88 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+import ChainwatchOpenSSL
+import Logging
+
+/// The shared part of handshake inspection: policy, verdict cache, prober and alert writer. One per process;
+/// every loop's tunnels use it. Thread-safe: each member is.
+public final class Inspector: Sendable {
+    public let policies: PolicyStore
+    public let cache: VerdictCache
+    public let prober: Prober
+    public let alerts: AlertWriter
+    let logger: Logger
+    let evaluator = Evaluator()
+
+    public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter, logger: Logger) {
+        self.policies = policies
+        self.cache = cache
+        self.prober = prober
+        self.alerts = alerts
+        self.logger = logger
+    }
+
+    /// Judges a chain (DER as presented) for a tunnel: from the cache when this rule already judged these exact
+    /// certificates for this name, else by building and validating the path and running the checks.
+    func judge(chain: [[UInt8]], rule: Rule, snapshot: PolicySnapshot, tunnel: TunnelFacts, source: EvidenceSource,
+               nowMilliseconds: Int64) -> (Verdict, Evidence) {
+        let host = tunnel.hostChecked
+        let key = VerdictCache.Key(chainHash: Digest.sha256(framed: chain), rule: snapshot.identity(of: rule), host: host)
+        if let entry = cache.verdict(for: key, now: nowMilliseconds) {
+            var evidence = entry.evidence
+            evidence.source = .cache
+            evidence.protocolVersion = tunnel.protocolVersion
+            evidence.cipher = tunnel.cipher
+            // The protocol floor belongs to this connection, not the cached one: re-run the cheap checks.
+            let verdict = tunnel.protocolVersion == entry.evidence.protocolVersion && tunnel.cipher == entry.evidence.cipher
+                ? entry.verdict : evaluator.evaluate(evidence, rule: rule, at: UnixTime(seconds: nowMilliseconds / 1000))
+            return (verdict, evidence)
+        }
+        let now = UnixTime(seconds: nowMilliseconds / 1000)
+        let validation = PathValidator.validate(chain: chain, store: snapshot.store(for: rule), at: now)
+        let evidence = Evidence(connectHost: tunnel.connectHost, serverName: tunnel.serverName, port: tunnel.port,
+                                protocolVersion: tunnel.protocolVersion, cipher: tunnel.cipher, validation: validation, source: source)
+        let verdict = evaluator.evaluate(evidence, rule: rule, at: now)
+        cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds)
+        return (verdict, evidence)
+    }
+
+    /// Writes the tunnel's alert line: the deciding finding, with every finding listed.
+    func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: TunnelFacts, nowMilliseconds: Int64) {
+        guard let deciding = verdict.deciding else { return }
+        let record = AlertRecord(
+            timeMilliseconds: nowMilliseconds, tunnelID: tunnel.id, sourceIP: tunnel.sourceIP, sourcePort: tunnel.sourcePort,
+            destinationDomain: tunnel.connectHost, destinationIP: tunnel.upstreamIP, destinationPort: tunnel.port,
+            serverName: tunnel.serverName, tlsVersion: tunnel.protocolVersion.map(Self.ecsVersion), cipher: tunnel.cipher?.name,
+            finding: deciding, rule: rule, evidence: evidence, action: deciding.action, allFindings: verdict.findings)
+        alerts.submit(record.jsonLine)
+        var logger = logger
+        logger[metadataKey: "tunnel.id"] = "\(tunnel.id)"
+        logger.notice("\(deciding.action.rawValue) \(tunnel.connectHost):\(tunnel.port) \(deciding.reason.rawValue): \(deciding.detail)")
+    }
+
+    /// ECS `tls.version`: `1.2`, `1.3`.
+    static func ecsVersion(_ v: ProtocolVersion) -> String {
+        switch v.wireValue {
+        case 0x0300: "3.0"
+        case 0x0301: "1.0"
+        case 0x0302: "1.1"
+        case 0x0303: "1.2"
+        case 0x0304: "1.3"
+        default: String(v.wireValue, radix: 16)
+        }
+    }
+}
+
+/// What one tunnel knows about itself, for evidence and alert lines.
+struct TunnelFacts: Sendable {
+    var id: UInt64
+    var sourceIP: String
+    var sourcePort: UInt16
+    var connectHost: String
+    var port: UInt16
+    var upstreamIP: String?
+    var serverName: String?
+    var protocolVersion: ProtocolVersion?
+    var cipher: NegotiatedCipher?
+    var hostChecked: String { serverName ?? connectHost }
+}

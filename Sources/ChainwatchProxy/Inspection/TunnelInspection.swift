@@ -1,0 +1,119 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+
+/// What the tunnel does with the inspection's outcome.
+protocol InspectionDelegate: AnyObject {
+    /// The verdict lets the tunnel go on: release held bytes and relay without watching.
+    func inspectionReleased()
+    /// The verdict blocks: close both sides; the client must not get the held server bytes.
+    func inspectionBlocked(_ finding: Finding)
+}
+
+/// The handshake inspection of one CONNECT tunnel: feeds both directions to a `HandshakeWatch`, gets the evidence
+/// it asks for (the passive chain, or a probe), judges it and reports. Loop-confined. It outlives its tunnel when a
+/// probe is in flight, so evidence is judged and logged even when the client has gone.
+final class TunnelInspection {
+    private let inspector: Inspector
+    private let snapshot: PolicySnapshot
+    private let loop: EventLoop
+    private var facts: TunnelFacts
+    private let upstreamAddress: SocketAddress
+    private var watch = HandshakeWatch()
+    weak var delegate: InspectionDelegate?
+    /// Whether server bytes are held until the verdict (block rules).
+    private(set) var holds: Bool
+    /// Set when the verdict is in (or inspection was abandoned); the tunnel then stops feeding bytes.
+    private(set) var isFinished = false
+
+    init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: TunnelFacts, upstreamAddress: SocketAddress) {
+        self.inspector = inspector
+        self.snapshot = snapshot
+        self.loop = loop
+        self.facts = facts
+        self.upstreamAddress = upstreamAddress
+        holds = Self.holds(snapshot.policy.rule(for: facts.connectHost, port: facts.port))
+    }
+
+    /// Block-like dispositions hold the server's bytes until the verdict.
+    private static func holds(_ rule: Rule) -> Bool {
+        rule.action == .block || rule.nonTLS == .block || rule.onProbeError == .block || rule.sniMismatch == .block
+    }
+
+    private var rule: Rule { snapshot.policy.rule(for: facts.hostChecked, port: facts.port) }
+
+    /// Whether client bytes still matter (until the ClientHello is read).
+    var wantsClientBytes: Bool { !isFinished && !watch.sawClientHello }
+
+    func clientBytes(_ chunk: UnsafeRawBufferPointer) {
+        guard !isFinished else { return }
+        let need = watch.client(chunk)
+        if let hello = watch.clientHello, facts.serverName == nil, let sni = hello.serverName {
+            facts.serverName = sni
+            holds = holds || Self.holds(rule)
+        }
+        handle(need)
+    }
+
+    func serverBytes(_ chunk: UnsafeRawBufferPointer) {
+        guard !isFinished else { return }
+        let need = watch.server(chunk)
+        if let hello = watch.serverHello, facts.protocolVersion == nil {
+            facts.protocolVersion = ProtocolVersion(wireValue: hello.version.rawValue)
+            facts.cipher = NegotiatedCipher(hello.cipherSuite)
+        }
+        handle(need)
+    }
+
+    /// The tunnel closed before a verdict and no probe is pending: nothing more will come.
+    func abandon() {
+        guard !isFinished, !probing else { return }
+        isFinished = true
+    }
+
+    private var probing = false
+
+    private func handle(_ need: HandshakeWatch.Need) {
+        switch need {
+        case .moreBytes:
+            return
+        case .notTLS(let detail):
+            let rule = self.rule
+            finish(Evaluator.verdict(for: .notTLS(detail), rule: rule), evidence: nil, rule: rule)
+        case .chain(let ders):
+            let rule = self.rule
+            let (verdict, evidence) = inspector.judge(chain: ders, rule: rule, snapshot: snapshot, tunnel: facts,
+                                                      source: .passive, nowMilliseconds: loop.cachedMilliseconds)
+            finish(verdict, evidence: evidence, rule: rule)
+        case .probe(let serverName, let alpn, let maxVersion):
+            probing = true
+            let key = ProbeKey(address: upstreamAddress, serverName: serverName, alpn: alpn, maxVersion: maxVersion)
+            inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
+                probing = false
+                let rule = self.rule
+                switch result {
+                case .success(let probe):
+                    let (verdict, evidence) = inspector.judge(chain: probe.chainDER, rule: rule, snapshot: snapshot, tunnel: facts,
+                                                              source: .probe, nowMilliseconds: loop.cachedMilliseconds)
+                    finish(verdict, evidence: evidence, rule: rule)
+                case .failure(let reason):
+                    finish(Evaluator.verdict(for: .probeFailed(reason), rule: rule), evidence: nil, rule: rule)
+                }
+            }
+        }
+    }
+
+    private func finish(_ verdict: Verdict, evidence: Evidence?, rule: Rule) {
+        guard !isFinished else { return }
+        isFinished = true
+        let now = loop.cachedMilliseconds
+        inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
+        if verdict.action == .block, let deciding = verdict.deciding {
+            inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
+                finding: deciding, ruleName: rule.name, rule: snapshot.identity(of: rule), evidence: evidence,
+                expires: now + inspector.cache.knownBadMilliseconds))
+            delegate?.inspectionBlocked(deciding)
+        } else {
+            delegate?.inspectionReleased()
+        }
+    }
+}

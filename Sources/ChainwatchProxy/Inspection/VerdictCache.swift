@@ -1,0 +1,101 @@
+import ChainwatchCore
+import Synchronization
+
+/// Verdicts already reached, so a repeat connection to the same server costs a hash and a lookup instead of a
+/// parse and a signature check; and the upstreams known to be bad, answered `403` at their next CONNECT.
+/// Sharded by key so the loops rarely meet on a lock.
+public final class VerdictCache: Sendable {
+    /// A verdict is reusable for the same certificates, judged by the same rule for the same name.
+    public struct Key: Hashable, Sendable {
+        /// SHA-256 over the DER certificates exactly as presented (the Certificate message's contents).
+        public var chainHash: [UInt8]
+        public var rule: RuleIdentity
+        public var host: String
+        public init(chainHash: [UInt8], rule: RuleIdentity, host: String) { self.chainHash = chainHash; self.rule = rule; self.host = host }
+    }
+
+    public struct Entry: Sendable {
+        public var verdict: Verdict
+        public var evidence: Evidence
+        /// Milliseconds since the epoch after which the entry is not used.
+        public var expires: Int64
+    }
+
+    /// An upstream whose last verdict blocked.
+    public struct KnownBad: Sendable {
+        public var finding: Finding
+        public var ruleName: String
+        public var rule: RuleIdentity
+        public var evidence: Evidence?
+        public var expires: Int64
+    }
+
+    public static let shardCount = 16
+    /// Entries per shard; past it the shard drops expired entries, then arbitrary ones.
+    public static let maxEntriesPerShard = 4096
+    /// How long a verdict is reused (also bounded by the leaf's not-after).
+    public let ttlMilliseconds: Int64
+    /// How long an upstream that was blocked keeps getting `403` without a new handshake.
+    public let knownBadMilliseconds: Int64
+
+    private let shards: [Mutex<[Key: Entry]>]
+    private let knownBad = Mutex<[Authority: KnownBad]>([:])
+    public let hits = Atomic<Int>(0)
+    public let misses = Atomic<Int>(0)
+
+    public init(ttlMilliseconds: Int64 = 3_600_000, knownBadMilliseconds: Int64 = 300_000) {
+        self.ttlMilliseconds = ttlMilliseconds
+        self.knownBadMilliseconds = knownBadMilliseconds
+        shards = (0..<Self.shardCount).map { _ in Mutex([:]) }
+    }
+
+    private func shard(_ key: Key) -> Mutex<[Key: Entry]> {
+        shards[Int(key.chainHash.first ?? 0) % Self.shardCount]
+    }
+
+    public func verdict(for key: Key, now: Int64) -> Entry? {
+        let entry = shard(key).withLock { table -> Entry? in
+            guard let e = table[key] else { return nil }
+            if e.expires <= now { table[key] = nil; return nil }
+            return e
+        }
+        (entry == nil ? misses : hits).add(1, ordering: .relaxed)
+        return entry
+    }
+
+    public func store(_ verdict: Verdict, evidence: Evidence, for key: Key, now: Int64) {
+        var expires = now + ttlMilliseconds
+        if let leaf = evidence.leaf { expires = min(expires, max(now, leaf.notAfter.seconds * 1000)) }
+        let entry = Entry(verdict: verdict, evidence: evidence, expires: expires)
+        shard(key).withLock { table in
+            if table.count >= Self.maxEntriesPerShard {
+                table = table.filter { $0.value.expires > now }
+                if table.count >= Self.maxEntriesPerShard { table.removeValue(forKey: table.keys.first!) }
+            }
+            table[key] = entry
+        }
+    }
+
+    /// Keeps only verdicts of rules still in force (after a reload): a changed rule has a new identity.
+    public func retain(rules: Set<RuleIdentity>) {
+        for shard in shards { shard.withLock { table in table = table.filter { rules.contains($0.key.rule) } } }
+        knownBad.withLock { table in table = table.filter { rules.contains($0.value.rule) } }
+    }
+
+    public func markBad(_ upstream: Authority, _ bad: KnownBad) {
+        knownBad.withLock { table in
+            if table.count >= Self.maxEntriesPerShard { table.removeAll() }
+            table[upstream] = bad
+        }
+    }
+
+    public func knownBad(_ upstream: Authority, now: Int64) -> KnownBad? {
+        knownBad.withLock { table in
+            guard let bad = table[upstream] else { return nil }
+            if bad.expires <= now { table[upstream] = nil; return nil }
+            return bad
+        }
+    }
+
+    public func forgetBad(_ upstream: Authority) { _ = knownBad.withLock { $0.removeValue(forKey: upstream) } }
+}
