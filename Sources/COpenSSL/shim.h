@@ -32,4 +32,6 @@ static inline unsigned long c_openssl_XN_FLAG_RFC2253(void) { return XN_FLAG_RFC
 static inline int c_openssl_OPENSSL_VERSION(void) { return OPENSSL_VERSION; }
 static inline long c_openssl_SSL_CTX_set_mode(SSL_CTX *ctx, long m) { return SSL_CTX_set_mode(ctx, m); }
 static inline unsigned long c_openssl_SSL_OP_NO_TICKET(void) { return SSL_OP_NO_TICKET; }
+static inline void c_openssl_OPENSSL_free(void *p) { OPENSSL_free(p); }
+static inline long c_openssl_BIO_set_mem_eof_return(BIO *bio, int v) { return BIO_set_mem_eof_return(bio, v); }
 #endif

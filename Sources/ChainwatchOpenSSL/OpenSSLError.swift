@@ -14,7 +14,7 @@ public struct OpenSSLError: Error, Sendable, CustomStringConvertible {
             if code == 0 { break }
             var buf = [CChar](repeating: 0, count: 256)
             ERR_error_string_n(code, &buf, buf.count)
-            lines.append(String(cString: buf))
+            lines.append(String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         return OpenSSLError(call: call, queue: lines)
     }
