@@ -1,20 +1,20 @@
 internal import CLibevent
 
-/// A one-shot timer on a loop. Owns its `event`. Loop thread only.
+/// A timer on a loop: one-shot, or `repeating` at the scheduled interval. Owns its `event`. Loop thread only.
 public final class Timer {
     private var event: OpaquePointer?
     private let action: () -> Void
 
-    public init(loop: EventLoop, action: @escaping () -> Void) {
+    public init(loop: EventLoop, repeating: Bool = false, action: @escaping () -> Void) {
         self.action = action
-        event = event_new(loop.base, -1, 0, { _, _, ctx in
+        event = event_new(loop.base, -1, repeating ? Int16(EV_PERSIST) : 0, { _, _, ctx in
             Unmanaged<Timer>.fromOpaque(ctx!).takeUnretainedValue().action()
         }, Unmanaged.passUnretained(self).toOpaque())
     }
 
     deinit { if let event { event_free(event) } }
 
-    /// Fires once after `milliseconds`, replacing any earlier schedule.
+    /// Fires after `milliseconds` (then every `milliseconds` when repeating), replacing any earlier schedule.
     public func schedule(milliseconds: Int) {
         var tv = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
         event_add(event, &tv)

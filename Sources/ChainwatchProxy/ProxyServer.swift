@@ -8,12 +8,14 @@ import Logging
 public final class ProxyServer: @unchecked Sendable {
     public let configuration: ProxyConfiguration
     public let stats = ProxyStats()
+    public let inspector: Inspector
     private let logger: Logger
     private var workers: [Worker] = []
     private var threads: [Thread] = []
 
-    public init(configuration: ProxyConfiguration, logger: Logger) {
+    public init(configuration: ProxyConfiguration, inspector: Inspector, logger: Logger) {
         self.configuration = configuration
+        self.inspector = inspector
         self.logger = logger
     }
 
@@ -22,7 +24,7 @@ public final class ProxyServer: @unchecked Sendable {
         try configuration.validate()
         signal(SIGPIPE, SIG_IGN)
         for index in 0..<max(1, configuration.threads) {
-            workers.append(try Worker(index: index, configuration: configuration, stats: stats, logger: logger))
+            workers.append(try Worker(index: index, configuration: configuration, stats: stats, inspector: inspector, logger: logger))
         }
         let finished = DispatchGroup()
         self.finished = finished
@@ -42,7 +44,8 @@ public final class ProxyServer: @unchecked Sendable {
     private var finished: DispatchGroup?
 
     /// Blocks until SIGTERM or SIGINT, then drains: stop accepting, give tunnels the grace period, stop.
-    public func runUntilSignalled(onSignal extra: [(Int32, () -> Void)] = []) throws {
+    /// `extra` signals run their action on this (control) thread; `every` runs once a second (e.g. `--watch`).
+    public func runUntilSignalled(onSignal extra: [(Int32, () -> Void)] = [], every tick: (() -> Void)? = nil) throws {
         let control = try EventLoop(index: -1)
         var watchers: [SignalWatcher] = []
         for sig in [SIGTERM, SIGINT] {
@@ -52,7 +55,10 @@ public final class ProxyServer: @unchecked Sendable {
             })
         }
         for (sig, action) in extra { watchers.append(SignalWatcher(loop: control, signal: sig, action: action)) }
+        let ticker = tick.map { Timer(loop: control, repeating: true, action: $0) }
+        ticker?.schedule(milliseconds: 1000)
         control.run()
+        ticker?.cancel()
         watchers.removeAll()
         shutdown()
     }
@@ -66,6 +72,7 @@ public final class ProxyServer: @unchecked Sendable {
             for worker in workers { worker.loop.stop() }
             _ = finished?.wait(timeout: .now() + 2)
         }
-        logger.notice("stopped")
+        inspector.alerts.close()
+        logger.notice("stopped; \(inspector.alerts.written) alert line(s) written to \(inspector.alerts.path)")
     }
 }

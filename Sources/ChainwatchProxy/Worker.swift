@@ -9,16 +9,18 @@ final class Worker: @unchecked Sendable {
     let loop: EventLoop
     let configuration: ProxyConfiguration
     let stats: ProxyStats
+    let inspector: Inspector
     let logger: Logger
     private var listener: Listener?
     private var tunnels: [UInt64: Tunnel] = [:]
     private var nextID: UInt64
     private var draining = false
 
-    init(index: Int, configuration: ProxyConfiguration, stats: ProxyStats, logger: Logger) throws {
+    init(index: Int, configuration: ProxyConfiguration, stats: ProxyStats, inspector: Inspector, logger: Logger) throws {
         loop = try EventLoop(index: index, hostsFile: configuration.hostsFile)
         self.configuration = configuration
         self.stats = stats
+        self.inspector = inspector
         var logger = logger
         logger[metadataKey: "loop"] = "\(index)"
         self.logger = logger

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ChainwatchCore
 import ChainwatchEventLoop
+import ChainwatchOpenSSL
 import ChainwatchProxy
 import Foundation
 import Logging
@@ -23,8 +24,23 @@ struct Run: ParsableCommand {
     @Option(help: "Event loops, each on its own thread (default: one per core).")
     var threads: Int = ProcessInfo.processInfo.activeProcessorCount
 
+    @Option(help: "Policy file (YAML, see policies/REFERENCE.md). Default: the built-in policy: system trust, alert on every failure.")
+    var policy: String?
+
+    @Flag(help: "Reload the policy file when it changes (SIGHUP always reloads).")
+    var watch = false
+
+    @Option(name: .customLong("alert-log"), help: "Alert log: one JSON line per finding (ECS field names). `-` is standard output. Reopened on SIGUSR1.")
+    var alertLog = "chainwatch-alerts.jsonl"
+
+    @Option(help: "Extra trust anchors (PEM bundle) added to every rule that trusts the system roots.")
+    var ca: String?
+
     @Option(help: "A hosts(5) file consulted before DNS (with /etc/hosts).")
     var hosts: String?
+
+    @Option(name: .customLong("probe-timeout"), help: "Seconds for a probe handshake (TLS 1.3, resumed sessions) before probe_failed.")
+    var probeTimeout = 5.0
 
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
     var allowClient: [String] = []
@@ -72,13 +88,41 @@ struct Run: ParsableCommand {
         configuration.requestTimeoutMilliseconds = Int(requestTimeout * 1000)
         configuration.idleTimeoutMilliseconds = Int(idleTimeout * 1000)
         configuration.shutdownGraceMilliseconds = Int(grace * 1000)
-        let server = ProxyServer(configuration: configuration, logger: logger)
+        let inspector: Inspector
+        let reloader: PolicyReloader
+        do {
+            var extraAnchors: [Certificate] = []
+            if let ca {
+                guard let pem = FileManager.default.contents(atPath: ca) else { throw CLIError("cannot read --ca \(ca)") }
+                extraAnchors = try Certificate.parsePEM(Array(pem))
+                guard !extraAnchors.isEmpty else { throw CLIError("--ca \(ca): no certificate in the file") }
+            }
+            reloader = try PolicyReloader(path: policy, extraAnchors: extraAnchors, logger: logger)
+            let cache = VerdictCache()
+            reloader.cache = cache
+            let alerts = try AlertWriter(path: alertLog, logger: logger)
+            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000))
+            inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("chainwatch: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        let server = ProxyServer(configuration: configuration, inspector: inspector, logger: logger)
         do {
             try server.start()
         } catch {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)
         }
-        try server.runUntilSignalled()
+        logger.notice("policy: \(reloader.store.snapshot.source); alerts: \(alertLog == "-" ? "standard output" : alertLog)")
+        try server.runUntilSignalled(onSignal: [
+            (SIGHUP, { reloader.reload() }),
+            (SIGUSR1, { inspector.alerts.reopen() }),
+        ], every: watch ? { reloader.reloadIfChanged() } : nil)
     }
+}
+
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }

@@ -38,7 +38,10 @@ public final class VerdictCache: Sendable {
     /// How long an upstream that was blocked keeps getting `403` without a new handshake.
     public let knownBadMilliseconds: Int64
 
-    private let shards: [Mutex<[Key: Entry]>]
+    private final class Shard: Sendable {
+        let table = Mutex<[Key: Entry]>([:])
+    }
+    private let shards: [Shard]
     private let knownBad = Mutex<[Authority: KnownBad]>([:])
     public let hits = Atomic<Int>(0)
     public let misses = Atomic<Int>(0)
@@ -46,20 +49,20 @@ public final class VerdictCache: Sendable {
     public init(ttlMilliseconds: Int64 = 3_600_000, knownBadMilliseconds: Int64 = 300_000) {
         self.ttlMilliseconds = ttlMilliseconds
         self.knownBadMilliseconds = knownBadMilliseconds
-        shards = (0..<Self.shardCount).map { _ in Mutex([:]) }
+        shards = (0..<Self.shardCount).map { _ in Shard() }
     }
 
-    private func shard(_ key: Key) -> Mutex<[Key: Entry]> {
+    private func shard(_ key: Key) -> Shard {
         shards[Int(key.chainHash.first ?? 0) % Self.shardCount]
     }
 
     public func verdict(for key: Key, now: Int64) -> Entry? {
-        let entry = shard(key).withLock { table -> Entry? in
+        let entry = shard(key).table.withLock { table -> Entry? in
             guard let e = table[key] else { return nil }
             if e.expires <= now { table[key] = nil; return nil }
             return e
         }
-        (entry == nil ? misses : hits).add(1, ordering: .relaxed)
+        if entry == nil { misses.add(1, ordering: .relaxed) } else { hits.add(1, ordering: .relaxed) }
         return entry
     }
 
@@ -67,7 +70,7 @@ public final class VerdictCache: Sendable {
         var expires = now + ttlMilliseconds
         if let leaf = evidence.leaf { expires = min(expires, max(now, leaf.notAfter.seconds * 1000)) }
         let entry = Entry(verdict: verdict, evidence: evidence, expires: expires)
-        shard(key).withLock { table in
+        shard(key).table.withLock { table in
             if table.count >= Self.maxEntriesPerShard {
                 table = table.filter { $0.value.expires > now }
                 if table.count >= Self.maxEntriesPerShard { table.removeValue(forKey: table.keys.first!) }
@@ -78,7 +81,7 @@ public final class VerdictCache: Sendable {
 
     /// Keeps only verdicts of rules still in force (after a reload): a changed rule has a new identity.
     public func retain(rules: Set<RuleIdentity>) {
-        for shard in shards { shard.withLock { table in table = table.filter { rules.contains($0.key.rule) } } }
+        for shard in shards { shard.table.withLock { table in table = table.filter { rules.contains($0.key.rule) } } }
         knownBad.withLock { table in table = table.filter { rules.contains($0.value.rule) } }
     }
 

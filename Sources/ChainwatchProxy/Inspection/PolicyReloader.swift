@@ -1,0 +1,63 @@
+import ChainwatchCore
+import ChainwatchOpenSSL
+import ChainwatchPolicyFile
+import Foundation
+import Logging
+
+/// Loads the policy file into snapshots: at start, on SIGHUP, and when `--watch` sees the file change.
+/// A file that fails to load is reported with every diagnostic and the policy in force stays.
+public final class PolicyReloader: @unchecked Sendable {
+    public let path: String?
+    private let extraAnchors: [Certificate]
+    private let logger: Logger
+    private var generation = 0
+    private var lastModification: Date?
+    public private(set) var store: PolicyStore!
+    public var cache: VerdictCache?
+
+    /// Loads the first snapshot (from `path`, or the built-in default when nil); throws the load errors.
+    public init(path: String?, extraAnchors: [Certificate], logger: Logger) throws {
+        self.path = path
+        self.extraAnchors = extraAnchors
+        self.logger = logger
+        store = PolicyStore(try load())
+    }
+
+    private func load() throws -> PolicySnapshot {
+        generation += 1
+        guard let path else {
+            return try PolicySnapshot(policy: .builtIn, source: "built-in", generation: generation, extraAnchors: extraAnchors)
+        }
+        lastModification = Self.modification(of: path)
+        let (policy, warnings) = try PolicyLoader.loadWithWarnings(path: path)
+        for warning in warnings { logger.warning("\(warning)") }
+        return try PolicySnapshot(policy: policy, source: path, generation: generation, extraAnchors: extraAnchors)
+    }
+
+    /// Loads the file again; on success swaps the snapshot in and drops cached verdicts of rules that changed.
+    @discardableResult
+    public func reload() -> Bool {
+        guard path != nil else { return false }
+        do {
+            let snapshot = try load()
+            store.replace(with: snapshot)
+            cache?.retain(rules: snapshot.ruleIdentities)
+            logger.notice("policy \(snapshot.source) reloaded (generation \(snapshot.generation), \(snapshot.policy.rules.count) rule(s))")
+            return true
+        } catch {
+            generation -= 1
+            logger.error("policy reload rejected, keeping generation \(store.snapshot.generation):\n\(error)")
+            return false
+        }
+    }
+
+    /// For `--watch`: reloads when the file's modification time changed since the last load.
+    public func reloadIfChanged() {
+        guard let path, let now = Self.modification(of: path), now != lastModification else { return }
+        reload()
+    }
+
+    static func modification(of path: String) -> Date? {
+        (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+    }
+}

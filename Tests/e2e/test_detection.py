@@ -1,0 +1,293 @@
+"""Detection end to end: forged chains made with the openssl CLI, served by openssl s_server, fetched through the
+real proxy by curl -k (a client that validates nothing: the one chainwatch protects) and openssl s_client -proxy.
+TLS 1.2 shows the chain in the tunnel (passive); TLS 1.3 needs chainwatch's probe. Both actions."""
+import json
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, Proxy
+from helpers import OpenSSLServer
+
+PKI_SCRIPT = ROOT / "Tests/pki/make-pki.sh"
+
+
+class PKI:
+    """The test PKI's directory (`pki / "genuine.pem"`) and its fingerprints as the openssl CLI computed them."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.fps = {}
+        for line in (directory / "fingerprints.tsv").read_text().splitlines()[1:]:
+            name, sha, spki, *_ = line.split("\t")
+            self.fps[name] = {"sha256": sha, "spki": spki}
+
+    def __truediv__(self, name):
+        return self.dir / name
+
+    def __str__(self):
+        return str(self.dir)
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    subprocess.run(["bash", str(PKI_SCRIPT), str(d)], check=True, capture_output=True)
+    return PKI(d)
+
+
+def pin(hexdigest):
+    return ":".join(hexdigest[i:i + 2] for i in range(0, len(hexdigest), 2))
+
+
+def write_policy(directory, pki, action):
+    """The three-level comparison for genuine.test (root, intermediate, leaf subject) with the test root as the
+    app-bundled anchor, plus defaults with the same action for everything else."""
+    policy = directory / f"policy-{action}.yaml"
+    policy.write_text(f"""version: 1
+defaults:
+  action: {action}
+  anchors: [system]
+  on_probe_error: {action}
+rules:
+  - name: genuine
+    match: [genuine.test]
+    action: {action}
+    on_probe_error: {action}
+    anchors: [system, {pki}/genuine-root.pem]
+    pins:
+      root:
+        cert: ["{pin(pki.fps['genuine-root']['sha256'])}"]
+      intermediate:
+        spki: ["{pin(pki.fps['genuine-intermediate']['spki'])}"]
+      leaf:
+        subject: "CN=genuine.test,O=Chainwatch Test"
+""")
+    return policy
+
+
+def start(tmp, pki, action, *extra):
+    hosts = tmp / "hosts"
+    hosts.write_text("127.0.0.1 genuine.test unpinned.test other.test\n")
+    log = tmp / f"alerts-{action}.jsonl"
+    p = Proxy(["--policy", str(write_policy(tmp, pki, action)), "--hosts", str(hosts), "--alert-log", str(log),
+               "--probe-timeout", "3", *extra], tmp)
+    p.alert_log = log
+    return p
+
+
+@pytest.fixture(scope="module", params=["block", "alert"])
+def proxy(request, tmp_path_factory, pki):
+    tmp = tmp_path_factory.mktemp(f"detect-{request.param}")
+    p = start(tmp, pki, request.param)
+    p.action = request.param
+    yield p
+    p.stop()
+
+
+def alert_lines(proxy, port, wait=True):
+    """The alert lines about upstream port `port` (each test uses its own server, so its own port)."""
+    deadline = time.monotonic() + (3 if wait else 0)
+    while True:
+        lines = []
+        if proxy.alert_log.exists():
+            for raw in proxy.alert_log.read_text().splitlines():
+                line = json.loads(raw)
+                if line.get("destination", {}).get("port") == port:
+                    lines.append(line)
+        if lines or time.monotonic() >= deadline:
+            return lines
+        time.sleep(0.05)
+
+
+def serve(pki, name, tls, chain=None):
+    return OpenSSLServer(pki / f"{name}.pem", pki / f"{name}.key", chain=chain or pki / f"{name}.chain.pem", tls=tls)
+
+
+def curl(proxy, host, port, tls):
+    args = ["curl", "-sk", "--max-time", "10", "-x", proxy.url, f"https://{host}:{port}/"]
+    args += ["--tlsv1.3"] if tls == "1.3" else ["--tls-max", "1.2"]
+    return subprocess.run(args, capture_output=True, timeout=20)
+
+
+GENUINE_CASES = ["genuine", "rekeyed"]
+FORGED_CASES = [
+    # (served certificate, host asked for, expected reason)
+    ("attacker", "genuine.test", "untrusted_chain"),            # attacker root with identical subjects
+    ("other-intermediate", "genuine.test", "intermediate_mismatch"),   # same root, another intermediate
+    ("otherhost", "genuine.test", "hostname_mismatch"),          # a leaf for another host under the pinned intermediate
+    ("genuine", "unpinned.test", "untrusted_chain"),             # unpinned host whose chain does not validate (system trust)
+    ("expired", "genuine.test", "expired"),                      # an expired leaf
+]
+
+
+@pytest.mark.parametrize("tls", ["1.2", "1.3"])
+@pytest.mark.parametrize("name", GENUINE_CASES)
+def test_genuine_and_rekeyed_chains_pass_silently(proxy, pki, name, tls):
+    server = serve(pki, name, tls)
+    try:
+        r = curl(proxy, "genuine.test", server.port, tls)
+        assert r.returncode == 0 and b"s_server" in r.stdout, r.stderr
+        time.sleep(0.3)
+        assert alert_lines(proxy, server.port, wait=False) == []
+    finally:
+        server.close()
+
+
+def expect_caught(proxy, port, r, reason, tls):
+    lines = alert_lines(proxy, port)
+    assert len(lines) == 1, lines
+    line = lines[0]
+    assert line["event"]["action"] == proxy.action
+    assert line["event"]["reason"] == reason, line
+    assert line["chainwatch"]["evidence"] == ("passive" if tls == "1.2" else "probe")
+    assert line["tls"]["version"] == tls
+    if proxy.action == "block":
+        assert r.returncode != 0 and b"s_server" not in r.stdout, "the client got the forged server's page"
+    else:
+        assert r.returncode == 0 and b"s_server" in r.stdout, r.stderr
+    return line
+
+
+@pytest.mark.parametrize("tls", ["1.2", "1.3"])
+@pytest.mark.parametrize("name,host,reason", FORGED_CASES)
+def test_forged_chains_are_caught(proxy, pki, name, host, reason, tls):
+    server = serve(pki, name, tls)
+    try:
+        r = curl(proxy, host, server.port, tls)
+        line = expect_caught(proxy, server.port, r, reason, tls)
+        assert line["tls"]["client"]["server_name"] == host
+        assert line["tls"]["server"]["hash"]["sha256"] == pki.fps[name]["sha256"]
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("tls", ["1.2", "1.3"])
+def test_genuine_certificate_appended_to_forged_chain_does_not_fool_it(proxy, pki, tls, tmp_path):
+    chain = tmp_path / "forged-plus-genuine.pem"
+    chain.write_text((pki / "attacker.chain.pem").read_text() + (pki / "genuine-intermediate.pem").read_text()
+                     + (pki / "genuine-root.pem").read_text())
+    server = serve(pki, "attacker", tls, chain=chain)
+    try:
+        r = curl(proxy, "genuine.test", server.port, tls)
+        expect_caught(proxy, server.port, r, "untrusted_chain", tls)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("tls", ["1.2", "1.3"])
+def test_openssl_s_client_through_the_proxy(proxy, pki, tls):
+    server = serve(pki, "attacker", tls)
+    try:
+        r = subprocess.run(["openssl", "s_client", "-proxy", f"127.0.0.1:{proxy.port}", "-connect", f"genuine.test:{server.port}",
+                            "-servername", "genuine.test", f"-tls{tls.replace('.', '_')}"],
+                           input=b"GET / HTTP/1.0\r\n\r\n", capture_output=True, timeout=20)
+        lines = alert_lines(proxy, server.port)
+        assert [l["event"]["reason"] for l in lines] == ["untrusted_chain"]
+        if proxy.action == "block":
+            assert b"s_server" not in r.stdout and b"Server certificate" not in r.stdout
+        else:
+            assert b"Server certificate" in r.stdout
+    finally:
+        server.close()
+
+
+def test_known_bad_upstream_gets_403_at_once(proxy, pki):
+    if proxy.action != "block":
+        pytest.skip("only block rules remember bad upstreams")   # alert mode passes every CONNECT by design
+    server = serve(pki, "attacker", "1.2")
+    try:
+        curl(proxy, "genuine.test", server.port, "1.2")
+        r = subprocess.run(["curl", "-sk", "-x", proxy.url, "-o", "/dev/null", "-w", "%{http_connect}",
+                            f"https://genuine.test:{server.port}/"], capture_output=True, timeout=20)
+        assert r.stdout == b"403"
+        lines = alert_lines(proxy, server.port)
+        assert [l["chainwatch"]["evidence"] for l in lines] == ["passive", "cache"]
+    finally:
+        server.close()
+
+
+def test_interception_ca_in_trusted_anchors_is_still_caught_by_pins(tmp_path, pki):
+    p = start(tmp_path, pki, "block", "--ca", str(pki / "attacker-root.pem"))
+    p.action = "block"
+    try:
+        for tls in ("1.2", "1.3"):
+            server = serve(pki, "attacker", tls)
+            try:
+                r = curl(p, "genuine.test", server.port, tls)
+                line = expect_caught(p, server.port, r, "root_mismatch", tls)
+                assert line["chainwatch"]["level"] == "root"
+                assert line["chainwatch"]["chain"]["validated"] is True
+            finally:
+                server.close()
+    finally:
+        p.stop()
+
+
+def test_probe_failure_blocks_under_block(tmp_path, pki):
+    p = start(tmp_path, pki, "block")
+    p.action = "block"
+    server = OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3",
+                           extra=["-naccept", "1"])   # serves the tunnel's handshake, then nothing: the probe fails
+    try:
+        r = curl(p, "genuine.test", server.port, "1.3")
+        lines = alert_lines(p, server.port)
+        assert [l["event"]["reason"] for l in lines] == ["probe_failed"]
+        assert r.returncode != 0
+    finally:
+        server.close()
+        p.stop()
+
+
+def test_alert_log_survives_rotation_and_is_flushed_on_sigterm(tmp_path, pki):
+    p = start(tmp_path, pki, "alert")
+    p.action = "alert"
+    try:
+        server = serve(pki, "expired", "1.2")
+        curl(p, "genuine.test", server.port, "1.2")
+        assert len(alert_lines(p, server.port)) == 1
+        rotated = tmp_path / "rotated.jsonl"
+        p.alert_log.rename(rotated)
+        os.kill(p.pid, 10)   # SIGUSR1: reopen
+        time.sleep(0.3)
+        server2 = serve(pki, "expired", "1.2")
+        curl(p, "genuine.test", server2.port, "1.2")
+        assert len(alert_lines(p, server2.port)) == 1, "no line in the reopened file"
+        assert len(rotated.read_text().splitlines()) == 1
+        server3 = serve(pki, "expired", "1.2")
+        curl(p, "genuine.test", server3.port, "1.2")
+        assert p.stop() == 0
+        assert len(alert_lines(p, server3.port, wait=False)) == 1, "line lost at shutdown"
+        for s in (server, server2, server3):
+            s.close()
+    finally:
+        p.stop()
+
+
+def test_full_disk_for_the_alert_log_is_reported(tmp_path, pki):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 genuine.test\n")
+    p = Proxy(["--policy", str(write_policy(tmp_path, pki, "alert")), "--hosts", str(hosts), "--alert-log", "/dev/full"], tmp_path)
+    server = serve(pki, "expired", "1.2")
+    try:
+        r = curl(p, "genuine.test", server.port, "1.2")
+        assert r.returncode == 0, "a full alert log must not break traffic"
+        deadline = time.monotonic() + 3
+        while b"No space left on device" not in p.output().encode() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "No space left on device" in p.output()
+    finally:
+        server.close()
+        p.stop()
+
+
+def test_bad_policy_file_is_refused_with_file_line_and_problem(tmp_path):
+    from conftest import BIN
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\ndefaults:\n  action: blok\nrules: []\n")
+    r = subprocess.run([BIN, "run", "--listen", "127.0.0.1:0", "--policy", str(bad)], capture_output=True, timeout=10)
+    assert r.returncode == 1
+    assert f"{bad}:3:11: error:".encode() in r.stderr, r.stderr
