@@ -91,6 +91,7 @@ struct Run: ParsableCommand {
         let inspector: Inspector
         let reloader: PolicyReloader
         do {
+            try configuration.validate()
             var extraAnchors: [Certificate] = []
             if let ca {
                 guard let pem = FileManager.default.contents(atPath: ca) else { throw CLIError("cannot read --ca \(ca)") }

@@ -26,6 +26,9 @@ class Proxy:
         self.host = listen_host
         self.log_path = pathlib.Path(tmp) / f"chainwatch-{self.port}.log"
         bracketed = f"[{listen_host}]" if ":" in listen_host else listen_host
+        if "--alert-log" not in args:
+            self.alert_log = pathlib.Path(tmp) / f"alerts-{self.port}.jsonl"
+            args = [*args, "--alert-log", str(self.alert_log)]
         self.args = [BIN, "run", "--listen", f"{bracketed}:{self.port}", "--log-level", "info", *args]
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)

@@ -366,7 +366,7 @@ def test_allow_port_refuses_other_ports(start_proxy, echo_server):
 def test_non_loopback_listen_requires_allow_client(tmp_path):
     import subprocess as sp
     from conftest import BIN
-    r = sp.run([BIN, "run", "--listen", "0.0.0.0:0"], capture_output=True, timeout=10)
+    r = sp.run([BIN, "run", "--listen", "0.0.0.0:3999", "--alert-log", str(tmp_path / "a.jsonl")], capture_output=True, timeout=10)
     assert r.returncode != 0
     assert b"--allow-client" in r.stderr
 
