@@ -103,7 +103,8 @@ extension CommonOptions {
             guard let executable = which(startProxy) else { throw BenchError("--start-proxy: \(startProxy) is not an executable") }
             let base = URL(fileURLWithPath: executable).lastPathComponent
             name = proxyName ?? base
-            let template = proxyArgs ?? (policy == nil ? "run --listen {listen}" : "run --listen {listen} --policy {policy}")
+            let template = proxyArgs ?? (policy == nil ? "run --listen {listen} --alert-log {dir}/alerts.jsonl"
+                                         : "run --listen {listen} --alert-log {dir}/alerts.jsonl --policy {policy}")
             source = .start(executable: executable, argumentsTemplate: template)
         }
         if case .none = source, !direct { throw BenchError("nothing to measure: give --proxy, --start-proxy, or --direct") }
