@@ -56,10 +56,6 @@ extension Chainwatch {
             @Flag(help: "Exit 1 on warnings too (for CI).")
             var strict = false
 
-            func validate() throws {
-                guard !files.isEmpty else { throw ValidationError("name at least one policy file") }
-            }
-
             func run() throws {
                 var errors = 0, warnings = 0, unreadable = 0
                 for file in files {
