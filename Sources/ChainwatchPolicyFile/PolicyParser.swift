@@ -305,7 +305,7 @@ struct PolicyParser {
             } else {
                 let path = text.hasPrefix("/") ? text : (directory.isEmpty ? text : directory + "/" + text)
                 guard let data = FileManager.default.contents(atPath: path), let pem = String(data: data, encoding: .utf8) else {
-                    var hint = "PEM paths are relative to the policy file's directory (looked for \((path as NSString).standardizingPath))"
+                    var hint = "PEM paths are relative to the policy file's directory (looked for \(URL(fileURLWithPath: path).standardizedFileURL.path))"
                     if let s = DidYouMean.suggestion(for: text, among: ["system"]) { hint = "did you mean '\(s)'?" }
                     report(.error, at: n, "cannot read anchor file '\(text)'", hint: hint)
                     continue

@@ -95,3 +95,71 @@ private let policy = Policy(rules: [
     #expect(HostName.ipAddressBytes("example.com") == nil)
     #expect(HostName.ipAddressBytes("1.2.3") == nil)
 }
+
+/// The precedence rule written as the plain scan over every pattern, to hold the indexed `match` to.
+private func scanMatch(_ policy: Policy, host: String, port: UInt16) -> (name: String, pattern: HostPattern?) {
+    let h = HostName.normalize(host)
+    var best: (rule: Rule, pattern: HostPattern, score: Int)? = nil
+    for rule in policy.rules {
+        for pattern in rule.patterns where pattern.matches(host: h, port: port) {
+            if best == nil || pattern.specificity > best!.score { best = (rule, pattern, pattern.specificity) }
+        }
+    }
+    return best.map { ($0.rule.name, $0.pattern) } ?? ("defaults", nil)
+}
+
+@Test func indexedMatchAgreesWithAScanOverEveryPattern() {
+    var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+    func next(_ n: Int) -> Int {
+        seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return Int((seed >> 33) % UInt64(n))
+    }
+    let labels = ["a", "b", "api", "www", "v1", "example", "shop"]
+    let tlds = ["com", "org", "example"]
+    func name(_ depth: Int) -> String { (0..<depth).map { _ in labels[next(labels.count)] }.joined(separator: ".") + "." + tlds[next(tlds.count)] }
+    let ports: [UInt16?] = [nil, nil, nil, 443, 8443]
+    var rules: [Rule] = []
+    for r in 0..<300 {
+        var patterns: [HostPattern] = []
+        for _ in 0..<(1 + next(3)) {
+            let host = name(1 + next(3))
+            let kind: HostPattern.Kind = [.exact(host), .wildcard(parent: host), .domain(host)][next(3)]
+            patterns.append(HostPattern(kind, port: ports[next(ports.count)]))
+        }
+        patterns.append(HostPattern(.exact("192.0.2.\(r % 250)")))
+        rules.append(Rule(name: "r\(r)", patterns: patterns))
+    }
+    let policy = Policy(rules: rules)
+    for _ in 0..<5_000 {
+        let host = next(10) == 0 ? "192.0.2.\(next(256))" : name(1 + next(4))
+        let port: UInt16 = [443, 8443, 80][next(3)]
+        let got = policy.match(host: host.uppercased(), port: port)
+        let want = scanMatch(policy, host: host, port: port)
+        #expect(got.rule.name == want.name && got.pattern == want.pattern, "\(host):\(port)")
+    }
+}
+
+@Test func indexFollowsChangesToTheRules() {
+    var p = Policy(rules: [rule("a", "a.example.com")])
+    p.rules.append(rule("b", ".example.com"))
+    #expect(p.rule(for: "x.example.com", port: 443).name == "b")
+    p.rules[0].patterns = [try! HostPattern(parsing: "x.example.com")]
+    #expect(p.rule(for: "x.example.com", port: 443).name == "a")
+    #expect(p.rule(for: "a.example.com", port: 443).name == "b")
+}
+
+@Test func identityIsKeptByThePolicyAndRenewedOnChange() {
+    let loose = rule("r", "a.example.com")
+    var p = Policy(rules: [loose])
+    let kept = p.rules[0]
+    #expect(kept.identityCache.value == loose.identity)   // computed once, at build
+    #expect(kept == loose && kept.hashValue == loose.hashValue)   // the cache is not content
+    #expect(Policy.builtIn.defaults.identityCache.value == Rule.builtInDefault.identity)
+    var changed = kept
+    changed.action = .block
+    #expect(changed.identityCache.value == nil && changed.identity != loose.identity)
+    p.rules[0].action = .block
+    #expect(p.rules[0].identityCache.value == changed.identity)
+    p.defaults.httpsOnly = true
+    #expect(p.defaults.identityCache.value != nil && p.defaults.identity != Rule.builtInDefault.identity)
+}

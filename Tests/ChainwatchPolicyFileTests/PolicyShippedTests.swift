@@ -29,7 +29,7 @@ private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFact
     var files = ["default.yaml"]
     files += try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("examples").path)
         .filter { $0.hasSuffix(".yaml") }.map { "examples/" + $0 }
-    #expect(files.count == 7)
+    #expect(files.count == 8)
     for f in files {
         let (_, warnings) = try load(f)
         #expect(warnings.isEmpty, "\(f): \(warnings)")
@@ -117,4 +117,21 @@ private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFact
     let legacy = Evaluator().evaluate(evidence("legacy.partner.example", path: [old, root], version: .tls11), policy: p, at: now)
     #expect(legacy.deciding?.reason == .tlsVersion && legacy.action == .alert)
     #expect(p.rule(for: "a.m.example.com", port: 443).nonTLS == .block)
+}
+
+@Test func annotatedExampleMeansWhatItsCommentsSay() throws {
+    let p = try load("examples/annotated.yaml").policy
+    for (host, port, pattern) in [("pay.example.com", 443, "pay.example.com"), ("pay.example.com", 8443, "pay.example.com:8443"),
+                                  ("eu.pay.example.com", 443, "*.pay.example.com"), ("a.b.payments.example", 443, ".payments.example")] {
+        let m = p.match(host: host, port: UInt16(port))
+        #expect(m.rule.name == "payments" && m.pattern?.description == pattern, "\(host):\(port)")
+    }
+    #expect(p.match(host: "a.b.pay.example.com", port: 443).rule.name == "defaults")   // the wildcard is one label
+    let r = p.rules[0]
+    #expect(r.action == .block && r.anchors.system && r.anchors.certificates.count == 1)
+    #expect(r.pins?.root?.count == 2 && r.pins?.intermediate?.count == 2 && r.pins?.leafSubjects.count == 2)
+    #expect(r.pins?.expires == UnixTime(seconds: 1_893_456_000))
+    #expect(r.profile == .ats && r.checkHostname)   // hostname: inherited from defaults
+    #expect(r.onProbeError == .block && r.nonTLS == .block && r.sniMismatch == .alert && r.httpsOnly)
+    #expect(r.nonSystemAnchor == .alert)   // not written: the built-in default via defaults
 }

@@ -22,29 +22,32 @@ public struct RuleIdentity: Sendable, Hashable, CustomStringConvertible {
 /// One policy rule: which hosts it covers and everything chainwatch checks and does for them. Immutable value.
 public struct Rule: Sendable, Hashable {
     /// Unique within a policy; `defaults` for the rule applied to hosts no rule matches.
-    public var name: String
+    public var name: String { didSet { identityCache.value = nil } }
     /// Empty for the defaults rule.
-    public var patterns: [HostPattern]
+    public var patterns: [HostPattern] { didSet { identityCache.value = nil } }
     /// What a failed chain check does.
-    public var action: Action
-    public var anchors: Anchors
+    public var action: Action { didSet { identityCache.value = nil } }
+    public var anchors: Anchors { didSet { identityCache.value = nil } }
     /// Whether the leaf must name the host (RFC 6125).
-    public var checkHostname: Bool
-    public var pins: PinSet?
+    public var checkHostname: Bool { didSet { identityCache.value = nil } }
+    public var pins: PinSet? { didSet { identityCache.value = nil } }
     /// nil: no protocol floor.
-    public var profile: ProtocolProfile?
+    public var profile: ProtocolProfile? { didSet { identityCache.value = nil } }
     /// When a needed probe (TLS 1.3, resumption) cannot get the chain.
-    public var onProbeError: Disposition
+    public var onProbeError: Disposition { didSet { identityCache.value = nil } }
     /// When the tunnel's bytes are not TLS.
-    public var nonTLS: Disposition
+    public var nonTLS: Disposition { didSet { identityCache.value = nil } }
     /// When the ClientHello's SNI and the CONNECT host disagree.
-    public var sniMismatch: Disposition
+    public var sniMismatch: Disposition { didSet { identityCache.value = nil } }
     /// When a host without pins validates only through an anchor that is not a system root.
-    public var nonSystemAnchor: Disposition
+    public var nonSystemAnchor: Disposition { didSet { identityCache.value = nil } }
     /// Plain HTTP (absolute-form `GET http://…`) to this host gets `action` with reason `https_only`.
-    public var httpsOnly: Bool
+    public var httpsOnly: Bool { didSet { identityCache.value = nil } }
     /// Where the rule was written; nil for the built-in default. Not part of the identity.
     public var location: PolicyLocation?
+    /// `identity` once computed (by `Policy`, which computes it for every rule it holds); any change to the rule's
+    /// content empties it. Never part of equality, hashing or the identity itself.
+    var identityCache = IdentityCache()
 
     public init(name: String, patterns: [HostPattern] = [], action: Action = .alert, anchors: Anchors = .systemOnly,
                 checkHostname: Bool = true, pins: PinSet? = nil, profile: ProtocolProfile? = nil,
@@ -57,15 +60,27 @@ public struct Rule: Sendable, Hashable {
     }
 
     /// The built-in default: system trust, hostname checked, everything alerts, nothing blocks.
-    public static let builtInDefault = Rule(name: "defaults")
+    public static let builtInDefault = Rule(name: "defaults").withIdentityCached()
 
     /// Stable identity for verdict caches: name + FNV-1a 64 of the rule's content (location excluded).
-    public var identity: RuleIdentity {
+    /// Free for rules taken from a `Policy` (computed when the policy was built); computed on each call otherwise.
+    public var identity: RuleIdentity { identityCache.value ?? computeIdentity() }
+
+    func computeIdentity() -> RuleIdentity {
         var rule = self
         rule.location = nil
+        rule.identityCache = IdentityCache()
         var hash = FNV1a64()
         hash.add(String(describing: rule))
         return RuleIdentity(name: name, contentHash: hash.value)
+    }
+
+    /// This rule with its identity computed and kept, so `identity` costs nothing afterwards.
+    func withIdentityCached() -> Rule {
+        guard identityCache.value == nil else { return self }
+        var rule = self
+        rule.identityCache = IdentityCache(value: computeIdentity())
+        return rule
     }
 
     /// What a finding with `reason` leads to under this rule; nil when the rule allows it silently.
@@ -79,6 +94,14 @@ public struct Rule: Sendable, Hashable {
         default: return action
         }
     }
+}
+
+/// A rule's computed identity, stored beside its content. Derived data: all caches compare equal and hash to
+/// nothing, so a rule with its identity computed equals the same rule without.
+struct IdentityCache: Sendable, Hashable {
+    var value: RuleIdentity?
+    static func == (_: IdentityCache, _: IdentityCache) -> Bool { true }
+    func hash(into _: inout Hasher) {}
 }
 
 /// 64-bit FNV-1a, deterministic across processes (unlike `Hasher`).
