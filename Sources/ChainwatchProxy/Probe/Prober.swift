@@ -1,0 +1,196 @@
+import ChainwatchEventLoop
+import ChainwatchOpenSSL
+import Glibc
+import Synchronization
+
+/// Gets a server's certificate chain with chainwatch's own handshake, for tunnels whose chain is not visible
+/// (TLS 1.3, resumed sessions). One per process, shared by every loop.
+///
+/// Per `ProbeKey`: at most one handshake in flight process-wide (later callers, on any loop, wait for it and get
+/// the same result), then the result is cached (successes for `successTTL`, failures for a short `failureTTL`, so
+/// a flapping upstream is not hammered but recovers). The cache is bounded: past `maxEntries` the expired and
+/// then the oldest results go.
+///
+/// Thread safety: `probe`, `invalidate`, `removeAll` and the counters may be used from any thread. The table of
+/// results and waiters is behind one `Mutex`, held only for lookups and updates (never across a handshake or a
+/// completion); counters are atomics; the client `SSL_CTX` is immutable after `init`. A handshake lives on the
+/// loop of the caller that started it; each completion runs on its own caller's loop.
+public final class Prober: Sendable {
+    /// How long a connect plus handshake may take before it fails (`timed out after N ms`).
+    public let timeoutMilliseconds: Int
+    /// How long a chain is reused.
+    public let successTTLMilliseconds: Int64
+    /// How long a failure is reused.
+    public let failureTTLMilliseconds: Int64
+    /// The most results kept.
+    public let maxEntries: Int
+
+    private let context: Result<ProbeClientContext, OpenSSLError>
+    private let table = Mutex(Table())
+    private let now: @Sendable () -> Int64
+    private let started = Atomic<Int>(0)
+    private let hits = Atomic<Int>(0)
+    private let attached = Atomic<Int>(0)
+    private let succeeded = Atomic<Int>(0)
+    private let failed = Atomic<Int>(0)
+
+    /// - Parameter clock: milliseconds on a monotonic clock (tests pass their own).
+    public init(timeoutMilliseconds: Int = 5000, successTTLMilliseconds: Int64 = 300_000, failureTTLMilliseconds: Int64 = 5000,
+                maxEntries: Int = 10_000, clock: @escaping @Sendable () -> Int64 = Prober.monotonicMilliseconds) {
+        self.timeoutMilliseconds = max(1, timeoutMilliseconds)
+        self.successTTLMilliseconds = successTTLMilliseconds
+        self.failureTTLMilliseconds = failureTTLMilliseconds
+        self.maxEntries = max(1, maxEntries)
+        self.now = clock
+        // A context that cannot be made (allocation failure) makes every probe fail with the reason, not the process.
+        do throws(OpenSSLError) { context = .success(try ProbeClientContext()) } catch { context = .failure(error) }
+    }
+
+    /// Calls `completion` once, on `loop`'s thread, with the chain for `key`: from the cache, from the handshake
+    /// already in flight for `key`, or from a new handshake run on `loop`. Never calls it before returning.
+    /// Callable from any thread. The prober keeps what it needs until the handshake ends, so a caller that goes
+    /// away early does not stop it (the completion still runs; it may hold the caller weakly).
+    public func probe(_ key: ProbeKey, on loop: EventLoop, completion: @escaping (ProbeResult) -> Void) {
+        let waiter = Waiter(loop: loop, completion: completion)
+        let time = now()
+        let step = table.withLock { table -> Step in
+            if let cached = table.results[key] {
+                if time < cached.expires { return .answer(cached.result) }
+                table.results[key] = nil
+            }
+            if table.waiters[key] != nil {
+                table.waiters[key]!.append(waiter)
+                return .wait
+            }
+            table.waiters[key] = [waiter]
+            return .start
+        }
+        switch step {
+        case .answer(let result):
+            hits.add(1, ordering: .relaxed)
+            loop.execute { waiter.completion(result) }
+        case .wait:
+            attached.add(1, ordering: .relaxed)
+        case .start:
+            started.add(1, ordering: .relaxed)
+            loop.execute { [self] in startHandshake(key, on: loop) }
+        }
+    }
+
+    /// Forgets the cached result for `key`: the next probe handshakes again. A handshake in flight is not
+    /// affected (its waiters get its result, which is then cached).
+    public func invalidate(_ key: ProbeKey) {
+        table.withLock { _ = $0.results.removeValue(forKey: key) }
+    }
+
+    /// Forgets every cached result (handshakes in flight go on, as with `invalidate`).
+    public func removeAll() {
+        table.withLock { $0.results.removeAll() }
+    }
+
+    /// Counters since `init`, each read atomically (not all at one instant).
+    public struct Counters: Equatable, Sendable, CustomStringConvertible {
+        /// Handshakes started.
+        public var started: Int
+        /// Probes answered from the cache.
+        public var cacheHits: Int
+        /// Probes that waited for a handshake another caller started.
+        public var waitersAttached: Int
+        /// Handshakes that got a chain.
+        public var succeeded: Int
+        /// Handshakes that failed (timeouts included).
+        public var failed: Int
+        public var description: String {
+            "started=\(started) cache_hits=\(cacheHits) waiters=\(waitersAttached) succeeded=\(succeeded) failed=\(failed)"
+        }
+    }
+
+    public var counters: Counters {
+        Counters(started: started.load(ordering: .relaxed), cacheHits: hits.load(ordering: .relaxed),
+                 waitersAttached: attached.load(ordering: .relaxed), succeeded: succeeded.load(ordering: .relaxed),
+                 failed: failed.load(ordering: .relaxed))
+    }
+
+    /// Results held (expired ones included until evicted or looked up) and handshakes in flight.
+    public var sizes: (cached: Int, inFlight: Int) {
+        table.withLock { ($0.results.count, $0.waiters.count) }
+    }
+
+    /// Milliseconds on `CLOCK_MONOTONIC`.
+    public static func monotonicMilliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    // MARK: - On the starting loop
+
+    private func startHandshake(_ key: ProbeKey, on loop: EventLoop) {
+        switch context {
+        case .failure(let error):
+            finish(key, .failure("no client context: \(error)"), on: loop)
+        case .success(let context):
+            let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds) { [self] result in
+                finish(key, result, on: loop)
+            }
+            handshake.start(on: loop, context: context)   // keeps itself alive until it reports
+        }
+    }
+
+    /// Caches the result, then answers every waiter: directly on this loop, through `execute` on the others.
+    private func finish(_ key: ProbeKey, _ result: ProbeResult, on loop: EventLoop) {
+        if case .success = result { succeeded.add(1, ordering: .relaxed) } else { failed.add(1, ordering: .relaxed) }
+        let time = now()
+        let ttl: Int64
+        if case .success = result { ttl = successTTLMilliseconds } else { ttl = failureTTLMilliseconds }
+        let waiters = table.withLock { [maxEntries] table in
+            let waiters = table.waiters.removeValue(forKey: key) ?? []
+            table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries)
+            return waiters
+        }
+        for waiter in waiters {
+            if waiter.loop === loop {
+                waiter.completion(result)
+            } else {
+                waiter.loop.execute { waiter.completion(result) }
+            }
+        }
+    }
+}
+
+extension Prober {
+    private enum Step { case answer(ProbeResult), wait, start }
+
+    /// A caller waiting for a result. Its completion is not Sendable: it is only ever called on `loop`'s thread
+    /// (through `loop.execute` from other threads), the thread that asked, hence the unchecked Sendable.
+    private struct Waiter: @unchecked Sendable {
+        let loop: EventLoop
+        let completion: (ProbeResult) -> Void
+    }
+
+    private struct Cached {
+        var result: ProbeResult
+        var expires: Int64
+        /// Insertion order, for evicting the oldest.
+        var sequence: UInt64
+    }
+
+    private struct Table {
+        var results: [ProbeKey: Cached] = [:]
+        /// Handshakes in flight, by key, with everyone waiting for them (the starter first). Never evicted.
+        var waiters: [ProbeKey: [Waiter]] = [:]
+        private var nextSequence: UInt64 = 0
+
+        mutating func store(_ result: ProbeResult, for key: ProbeKey, now: Int64, expires: Int64, maxEntries: Int) {
+            nextSequence += 1
+            results[key] = Cached(result: result, expires: expires, sequence: nextSequence)
+            guard results.count > maxEntries else { return }
+            // Over the bound: drop the expired, then the oldest, down to 90 % so this scan is not paid per insert.
+            results = results.filter { $0.value.expires > now }
+            let target = max(1, maxEntries - max(1, maxEntries / 10))
+            guard results.count > target else { return }
+            let oldest = results.sorted { $0.value.sequence < $1.value.sequence }.prefix(results.count - target)
+            for (key, _) in oldest { results[key] = nil }
+        }
+    }
+}
