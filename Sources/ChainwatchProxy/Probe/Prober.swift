@@ -100,6 +100,12 @@ public final class Prober: Sendable {
         public var succeeded: Int
         /// Handshakes that failed (timeouts included).
         public var failed: Int
+
+        public init(started: Int, cacheHits: Int, waitersAttached: Int, succeeded: Int, failed: Int) {
+            self.started = started; self.cacheHits = cacheHits; self.waitersAttached = waitersAttached
+            self.succeeded = succeeded; self.failed = failed
+        }
+
         public var description: String {
             "started=\(started) cache_hits=\(cacheHits) waiters=\(waitersAttached) succeeded=\(succeeded) failed=\(failed)"
         }

@@ -1,0 +1,261 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+import ChainwatchProxy
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The prober against real `openssl s_server` processes on loopback, with loops on their own threads.
+/// Serialized: timing expectations (timeouts) should not compete with parallel handshakes on 2 cores.
+@Suite(.serialized, .enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/openssl")))
+struct ProberTests {
+    @Test func tls13ProbeGetsLeafAndIntermediateAsSent() throws {
+        let server = try OpenSSLServer(genuine: ["-tls1_3", "-alpn", "h2,http/1.1"])
+        defer { server.stop() }
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober()
+
+        let answer = try #require(prober.probeAndWait(key(port: server.port, alpn: ["h2", "http/1.1"]), from: loop))
+        #expect(answer.onOwnLoop)
+        #expect(answer.afterReturn)
+        let chain = try #require(answer.result.chain, "\(answer.result)")
+        #expect(chain.chainDER == [try ProbePKI.der("genuine"), try ProbePKI.der("genuine-intermediate")])
+        #expect(chain.version == .tls1_3)
+        #expect(chain.cipher.isTLS13 && chain.cipher.name?.hasPrefix("TLS_") == true)
+        #expect(chain.alpn == "h2")
+        #expect(prober.counters == .init(started: 1, cacheHits: 0, waitersAttached: 0, succeeded: 1, failed: 0))
+    }
+
+    @Test func maxVersionTLS12IsHonoured() throws {
+        let server = try OpenSSLServer(genuine: [])   // TLS 1.2 and 1.3
+        defer { server.stop() }
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober()
+
+        let tls12 = try #require(prober.probeAndWait(key(port: server.port, maxVersion: .tls1_2), from: loop)?.result.chain)
+        #expect(tls12.version == .tls1_2)
+        #expect(tls12.cipher.name?.hasPrefix("TLS_ECDHE_ECDSA_") == true)
+        #expect(tls12.chainDER == [try ProbePKI.der("genuine"), try ProbePKI.der("genuine-intermediate")])
+        #expect(tls12.alpn == nil)
+
+        // The same upstream without the cap is another key, and negotiates TLS 1.3.
+        let tls13 = try #require(prober.probeAndWait(key(port: server.port), from: loop)?.result.chain)
+        #expect(tls13.version == .tls1_3)
+        #expect(prober.counters.started == 2)
+    }
+
+    @Test func serverNameSelectsTheCertificate() throws {
+        let server = try OpenSSLServer(genuine: ["-servername", "other.test",
+                                                 "-cert2", ProbePKI.path("otherhost.pem"), "-key2", ProbePKI.path("otherhost.key")])
+        defer { server.stop() }
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober()
+
+        let other = try #require(prober.probeAndWait(key(port: server.port, serverName: "other.test"), from: loop)?.result.chain)
+        #expect(other.chainDER.first == (try ProbePKI.der("otherhost")))
+        let genuine = try #require(prober.probeAndWait(key(port: server.port, serverName: "genuine.test"), from: loop)?.result.chain)
+        #expect(genuine.chainDER.first == (try ProbePKI.der("genuine")))
+        // No SNI, and an IP literal (never sent as SNI): the default certificate.
+        let none = try #require(prober.probeAndWait(key(port: server.port, serverName: nil), from: loop)?.result.chain)
+        #expect(none.chainDER.first == (try ProbePKI.der("genuine")))
+        let ip = try #require(prober.probeAndWait(key(port: server.port, serverName: "127.0.0.1"), from: loop)?.result.chain)
+        #expect(ip.chainDER.first == (try ProbePKI.der("genuine")))
+    }
+
+    @Test func concurrentProbesOfOneKeyFromTwoLoopsMakeOneHandshake() throws {
+        let server = try OpenSSLServer(genuine: ["-tls1_3"])
+        defer { server.stop() }
+        // The relay holds each connection 300 ms before reaching the server: the first handshake is surely in
+        // flight while the other 19 callers arrive.
+        let relay = try CountingRelay(upstreamPort: server.port, delayMilliseconds: 300)
+        defer { relay.stop() }
+        let loops = [try LoopThread(index: 0), try LoopThread(index: 1)]
+        defer { for loop in loops { loop.stop() } }
+        let prober = Prober()
+        let probeKey = key(port: relay.port)
+
+        let answers = Answers()
+        for index in 0..<20 { prober.probe(probeKey, from: loops[index % 2], into: answers) }
+        let all = try #require(answers.wait(for: 20))
+
+        #expect(all.count == 20)
+        #expect(all.allSatisfy { $0.onOwnLoop })
+        #expect(all.allSatisfy { $0.afterReturn })
+        let first = try #require(all.first?.result.chain)
+        #expect(first.chainDER.count == 2)
+        #expect(all.allSatisfy { $0.result == all[0].result })
+        #expect(prober.counters == .init(started: 1, cacheHits: 0, waitersAttached: 19, succeeded: 1, failed: 0))
+        #expect(relay.accepted == 1)
+        #expect(prober.sizes.inFlight == 0)
+        #expect(prober.sizes.cached == 1)
+    }
+
+    @Test func cachedWithinTTLThenProbedAgain() throws {
+        let server = try OpenSSLServer(genuine: ["-tls1_3"])
+        defer { server.stop() }
+        let relay = try CountingRelay(upstreamPort: server.port)
+        defer { relay.stop() }
+        let loops = [try LoopThread(index: 0), try LoopThread(index: 1)]
+        defer { for loop in loops { loop.stop() } }
+        let clock = ManualClock()
+        let prober = Prober(successTTLMilliseconds: 60_000, clock: clock.read)
+        let probeKey = key(port: relay.port)
+
+        let first = try #require(prober.probeAndWait(probeKey, from: loops[0]))
+        #expect(first.result.chain != nil)
+        // Within the TTL, from either loop: the cached result, no new connection, still after `probe` returned.
+        clock.advance(59_000)
+        for loop in loops {
+            let again = try #require(prober.probeAndWait(probeKey, from: loop))
+            #expect(again.result == first.result)
+            #expect(again.onOwnLoop && again.afterReturn)
+        }
+        #expect(relay.accepted == 1)
+        #expect(prober.counters.started == 1 && prober.counters.cacheHits == 2)
+
+        // Past the TTL: a new handshake.
+        clock.advance(1_000)
+        #expect(prober.probeAndWait(probeKey, from: loops[1])?.result.chain != nil)
+        #expect(relay.accepted == 2)
+
+        // Invalidated: a new handshake; removeAll likewise.
+        prober.invalidate(probeKey)
+        #expect(prober.probeAndWait(probeKey, from: loops[0])?.result.chain != nil)
+        prober.removeAll()
+        #expect(prober.probeAndWait(probeKey, from: loops[0])?.result.chain != nil)
+        #expect(relay.accepted == 4)
+        #expect(prober.counters == .init(started: 4, cacheHits: 2, waitersAttached: 0, succeeded: 4, failed: 0))
+    }
+
+    @Test func failureIsCachedForTheShortTTL() throws {
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let clock = ManualClock()
+        let prober = Prober(successTTLMilliseconds: 300_000, failureTTLMilliseconds: 5_000, clock: clock.read)
+        let probeKey = key(port: try freePort())
+
+        #expect(prober.probeAndWait(probeKey, from: loop)?.result == .failure("connect refused"))
+        clock.advance(4_999)
+        #expect(prober.probeAndWait(probeKey, from: loop)?.result == .failure("connect refused"))
+        #expect(prober.counters == .init(started: 1, cacheHits: 1, waitersAttached: 0, succeeded: 0, failed: 1))
+        clock.advance(1)
+        #expect(prober.probeAndWait(probeKey, from: loop)?.result == .failure("connect refused"))
+        #expect(prober.counters.started == 2)
+    }
+
+    @Test func refusedPortFailsQuickly() throws {
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober(timeoutMilliseconds: 5_000)
+        let answer = try #require(prober.probeAndWait(key(port: try freePort()), from: loop))
+        #expect(answer.result == .failure("connect refused"))
+        #expect(answer.seconds < 1)
+        #expect(answer.onOwnLoop)
+    }
+
+    @Test func silentListenerTimesOut() throws {
+        let listener = try SilentListener()
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober(timeoutMilliseconds: 500)
+        let answer = try #require(prober.probeAndWait(key(port: listener.port), from: loop))
+        #expect(answer.result == .failure("timed out after 500 ms"))
+        #expect(answer.seconds >= 0.45 && answer.seconds < 2.5, "took \(answer.seconds) s")
+        #expect(prober.counters.failed == 1)
+    }
+
+    @Test func handshakeFailureNamesTheOpenSSLError() throws {
+        let server = try OpenSSLServer(genuine: ["-tls1_3"])   // refuses a client capped at TLS 1.2
+        defer { server.stop() }
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober()
+        let answer = try #require(prober.probeAndWait(key(port: server.port, maxVersion: .tls1_2), from: loop))
+        let reason = try #require(answer.result.failureReason)
+        #expect(reason.hasPrefix("handshake failed: "), "\(reason)")
+        #expect(reason == "handshake failed: tlsv1 alert protocol version")
+    }
+
+    /// A tunnel that asked and went away (client closed, tunnel freed) does not stop the probe: the prober holds
+    /// what it needs, the completion still runs, and the result is cached for the next caller.
+    @Test func callerFreedEarlyStillGetsItsCompletion() throws {
+        let server = try OpenSSLServer(genuine: ["-tls1_3"])
+        defer { server.stop() }
+        let relay = try CountingRelay(upstreamPort: server.port, delayMilliseconds: 100)
+        defer { relay.stop() }
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober()
+        let probeKey = key(port: relay.port)
+
+        final class FakeTunnel { var answered = false }
+        let answers = Answers()
+        let freedBeforeAnswer = DispatchSemaphore(value: 0)
+        loop.loop.execute {
+            var tunnel: FakeTunnel? = FakeTunnel()
+            weak let weakTunnel = tunnel
+            prober.probe(probeKey, on: loop.loop) { [weak tunnel] result in
+                tunnel?.answered = true
+                answers.add(Answer(result: result, onOwnLoop: loop.isCurrent, afterReturn: weakTunnel == nil, seconds: 0))
+            }
+            tunnel = nil   // the tunnel is freed right after asking
+            if weakTunnel == nil { freedBeforeAnswer.signal() }
+        }
+        #expect(freedBeforeAnswer.wait(timeout: .now() + 5) == .success)
+        let answer = try #require(answers.wait(for: 1)?.first)
+        #expect(answer.result.chain != nil)
+        #expect(answer.onOwnLoop)
+        #expect(answer.afterReturn)   // here: the tunnel was already gone when the answer came
+        #expect(prober.probeAndWait(probeKey, from: loop)?.result == answer.result)
+        #expect(relay.accepted == 1)
+    }
+
+    /// Every handshake's socket is closed when it reports, whatever the outcome.
+    @Test func noSocketOutlivesItsProbe() throws {
+        let server = try OpenSSLServer(genuine: ["-tls1_3"])
+        defer { server.stop() }
+        let listener = try SilentListener()
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober(timeoutMilliseconds: 100)
+        func round(silent: Bool) throws {
+            prober.removeAll()
+            #expect(prober.probeAndWait(key(port: server.port), from: loop)?.result.chain != nil)
+            #expect(prober.probeAndWait(key(port: server.port, maxVersion: .tls1_2), from: loop)?.result.chain == nil)
+            #expect(prober.probeAndWait(key(port: try freePort()), from: loop)?.result.chain == nil)
+            if silent { #expect(prober.probeAndWait(key(port: listener.port), from: loop)?.result.chain == nil) }
+        }
+        try round(silent: true)   // warm-up: whatever OpenSSL or libevent open once, lazily
+        let before = openDescriptors()
+        for index in 0..<10 { try round(silent: index < 2) }
+        // Other tests' relay threads may still be closing their sockets: allow them a moment.
+        let deadline = Date().addingTimeInterval(2)
+        while openDescriptors().count > before.count, Date() < deadline { usleep(20_000) }
+        let after = openDescriptors()
+        #expect(after.count <= before.count, "new: \(after.subtracting(before).sorted())")
+        #expect(prober.counters.started == 36)
+    }
+
+    /// `fd -> target` for each descriptor of this process (the listing's own descriptor excluded).
+    private func openDescriptors() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return Set(names.compactMap { name in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + name)).map { "\(name) -> \($0)" }
+        })
+    }
+
+    @Test func cacheStaysWithinItsBound() throws {
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober(maxEntries: 3)
+        for _ in 0..<6 { _ = prober.probeAndWait(key(port: try freePort()), from: loop) }
+        #expect(prober.sizes.cached <= 3)
+        #expect(prober.sizes.inFlight == 0)
+        #expect(prober.counters.started == 6)
+    }
+}
