@@ -5,7 +5,9 @@ public enum PolicyWriter {
     /// One rule (a `rules:` list item, indented by two spaces) pinning `path` (the validated path, leaf first, anchor last):
     /// the root's and intermediates' SPKI, and the leaf's subject; the leaf's own key as a commented option.
     /// A comment above each pin names the certificate (subject, issuer, not-after); a reminder asks for backup pins.
-    public static func pinRule(name: String, host: String, port: UInt16?, action: Action, path: [CertificateFacts]) -> String {
+    /// `anchors` are written as given: `system` and/or PEM file paths (the CA a private server's chain ends at).
+    public static func pinRule(name: String, host: String, port: UInt16?, action: Action, path: [CertificateFacts],
+                               anchors: [String] = ["system"]) -> String {
         var l: [String] = []
         let hostText = HostName.normalize(host)
         let match = (port == nil || port == 443) ? hostText : "\(hostText):\(port!)"
@@ -15,7 +17,7 @@ public enum PolicyWriter {
         l.append("  - name: \(quoted(name))")
         l.append("    match: [\(quoted(match))]")
         l.append("    action: \(action.rawValue)")
-        l.append("    anchors: [system]")
+        l.append("    anchors: [\(anchors.map { $0 == "system" ? $0 : quoted($0) }.joined(separator: ", "))]")
         guard let leaf = path.first else {
             l.append("    # (no certificates: nothing to pin)")
             return l.joined(separator: "\n") + "\n"
@@ -49,7 +51,8 @@ public enum PolicyWriter {
     }
 
     /// A complete policy file: the explicit defaults and one pin rule. Loads with `PolicyLoader`.
-    public static func pinPolicy(name: String, host: String, port: UInt16?, action: Action, path: [CertificateFacts]) -> String {
+    public static func pinPolicy(name: String, host: String, port: UInt16?, action: Action, path: [CertificateFacts],
+                                 anchors: [String] = ["system"]) -> String {
         """
         # chainwatch policy written by `chainwatch pin`. Reference: policies/REFERENCE.md
         defaults:            # hosts that match no rule: system trust, alert
@@ -58,7 +61,7 @@ public enum PolicyWriter {
           hostname: true
         rules:
 
-        """ + pinRule(name: name, host: host, port: port, action: action, path: path)
+        """ + pinRule(name: name, host: host, port: port, action: action, path: path, anchors: anchors)
     }
 
     static func comment(_ c: CertificateFacts, indent: String) -> [String] {

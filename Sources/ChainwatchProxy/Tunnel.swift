@@ -135,7 +135,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     /// Tries each resolved address in turn, each with the connect timeout.
     private func connect(_ addresses: ArraySlice<SocketAddress>, lastError: ConnectFailure?) {
         guard let address = addresses.first else {
-            let failure = lastError ?? .refused(ECONNREFUSED)
+            let failure = lastError ?? .failed(ECONNREFUSED)
             refuse(status: failure.status, reason: "cannot connect to \(target!): \(failure)")
             return
         }
@@ -152,7 +152,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         connection.delegate = self
         timer.schedule(milliseconds: worker.configuration.connectTimeoutMilliseconds)
         if !connection.connect(to: address) {
-            let failure = ConnectFailure.refused(errno)
+            let failure = ConnectFailure.failed(errno)
             connection.close()
             upstream = nil
             connect(pendingAddresses, lastError: failure)
@@ -161,11 +161,11 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     private var pendingAddresses: ArraySlice<SocketAddress> = []
 
     enum ConnectFailure: CustomStringConvertible {
-        case refused(Int32), timedOut
+        case failed(Int32), timedOut
         var status: Int { if case .timedOut = self { 504 } else { 502 } }
         var description: String {
             switch self {
-            case .refused(let e): String(cString: strerror(e)).lowercased()
+            case .failed(let e): String(cString: strerror(e)).lowercased()
             case .timedOut: "connect timed out"
             }
         }
@@ -492,7 +492,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         case (.connecting, .error(let e)):
             upstream?.close()
             upstream = nil
-            connect(pendingAddresses, lastError: .refused(e))
+            connect(pendingAddresses, lastError: .failed(e))
         case (.relaying, .endOfStream):
             upstreamSentEOF = true
             finishHalfCloses()

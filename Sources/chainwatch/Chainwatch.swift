@@ -11,7 +11,7 @@ struct Chainwatch: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chainwatch",
         abstract: "A man-in-the-middle detection proxy: forwards CONNECT tunnels unchanged and checks every server's certificate chain against a policy.",
-        subcommands: [Run.self, Policy.self],
+        subcommands: [Run.self, Pin.self, Policy.self],
         defaultSubcommand: Run.self)
 }
 

@@ -291,3 +291,49 @@ def test_bad_policy_file_is_refused_with_file_line_and_problem(tmp_path):
     r = subprocess.run([BIN, "run", "--listen", "127.0.0.1:0", "--policy", str(bad)], capture_output=True, timeout=10)
     assert r.returncode == 1
     assert f"{bad}:3:11: error:".encode() in r.stderr, r.stderr
+
+
+def test_pin_writes_a_policy_that_passes_the_genuine_chain_and_blocks_a_forged_one(tmp_path, pki):
+    """pin → file → policy check → run: the walk-through of the README."""
+    from conftest import BIN
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 genuine.test\n")
+    genuine = serve(pki, "genuine", "1.3")
+    try:
+        r = subprocess.run([BIN, "pin", "--action", "block", "--hosts", str(hosts), "--ca", str(pki / "genuine-root.pem"),
+                            f"genuine.test:{genuine.port}"], capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        text = r.stdout.decode()
+        assert pki.fps["genuine-root"]["spki"] not in text   # pins are written sha256/base64, not hex
+        assert "CN=genuine.test,O=Chainwatch Test" in text
+        assert "BACKUP PIN" in text
+    finally:
+        genuine.close()
+    policy = tmp_path / "pinned.yaml"
+    policy.write_text(text.replace(f"genuine.test:{genuine.port}", "genuine.test"))   # the rule for every port
+    check = subprocess.run([BIN, "policy", "check", str(policy)], capture_output=True, timeout=30)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    log = tmp_path / "alerts.jsonl"
+    # The interception CA is trusted too (--ca): only the pins can tell the forged chain apart.
+    p = Proxy(["--policy", str(policy), "--hosts", str(hosts), "--alert-log", str(log), "--ca", str(pki / "attacker-root.pem")], tmp_path)
+    p.alert_log, p.action = log, "block"
+    try:
+        for name, tls in [("genuine", "1.2"), ("rekeyed", "1.3"), ("genuine", "1.3")]:
+            server = serve(pki, name, tls)
+            try:
+                r = curl(p, "genuine.test", server.port, tls)
+                assert r.returncode == 0 and b"s_server" in r.stdout, (name, tls, r.stderr)
+                time.sleep(0.2)
+                assert alert_lines(p, server.port, wait=False) == []
+            finally:
+                server.close()
+        for tls in ("1.2", "1.3"):
+            server = serve(pki, "attacker", tls)
+            try:
+                r = curl(p, "genuine.test", server.port, tls)
+                expect_caught(p, server.port, r, "root_mismatch", tls)
+            finally:
+                server.close()
+    finally:
+        p.stop()

@@ -14,7 +14,6 @@ public final class PolicySnapshot: Sendable {
     /// Every rule's identity (the defaults included), for dropping cached verdicts of rules that changed.
     public let ruleIdentities: Set<RuleIdentity>
     private let stores: [Anchors: TrustStore]
-    private let identities: [String: RuleIdentity]
 
     /// - Parameter extraAnchors: `--ca` certificates; they extend the system trust, so they join every rule that
     ///   trusts `system` (a rule that trusts only its own CA keeps exactly that).
@@ -23,9 +22,7 @@ public final class PolicySnapshot: Sendable {
         self.source = source
         self.generation = generation
         var stores: [Anchors: TrustStore] = [:]
-        var identities: [String: RuleIdentity] = [:]
         for rule in [policy.defaults] + policy.rules {
-            identities[rule.name] = rule.identity
             if stores[rule.anchors] != nil { continue }
             var anchors: [Certificate] = []
             for ca in rule.anchors.certificates { anchors.append(try Certificate(der: ca.der)) }
@@ -33,18 +30,12 @@ public final class PolicySnapshot: Sendable {
             stores[rule.anchors] = try TrustStore(systemRoots: rule.anchors.system, extraAnchors: anchors)
         }
         self.stores = stores
-        self.identities = identities
-        self.ruleIdentities = Set(identities.values)
+        self.ruleIdentities = Set(([policy.defaults] + policy.rules).map(\.identity))
     }
 
     /// The trust store for a rule of this policy.
     public func store(for rule: Rule) -> TrustStore {
         stores[rule.anchors]!
-    }
-
-    /// The rule's identity, computed once per load.
-    public func identity(of rule: Rule) -> RuleIdentity {
-        identities[rule.name] ?? rule.identity
     }
 }
 

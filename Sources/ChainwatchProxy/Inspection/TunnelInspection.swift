@@ -109,7 +109,7 @@ final class TunnelInspection {
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {
             inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
-                finding: deciding, ruleName: rule.name, rule: snapshot.identity(of: rule), evidence: evidence,
+                finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds))
             delegate?.inspectionBlocked(deciding)
         } else {
