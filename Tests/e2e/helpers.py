@@ -203,14 +203,19 @@ class BlobHTTPHandler(BaseHTTPRequestHandler):
 class HTTPServer:
     """A threaded HTTP (or HTTPS with `certfile`/`keyfile`) server on loopback."""
 
-    def __init__(self, blob=b"", certfile=None, keyfile=None, host="127.0.0.1"):
+    def __init__(self, blob=b"", certfile=None, keyfile=None, host="127.0.0.1", tls=None):
         self.server = ThreadingHTTPServer((host, 0), BlobHTTPHandler)
         self.server.daemon_threads = True
         self.server.blob = blob
         if certfile:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(certfile, keyfile)
-            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            if tls:
+                version = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}[tls]
+                ctx.minimum_version = ctx.maximum_version = version
+            # The handshake runs in each connection's own thread, not in accept(): one client whose handshake
+            # is held (a blocking proxy waiting for its verdict) must not stop the server accepting others.
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

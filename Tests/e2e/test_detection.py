@@ -1,4 +1,4 @@
-"""Detection end to end: forged chains made with the openssl CLI, served by openssl s_server, fetched through the
+"""Detection end to end: forged chains made with the openssl CLI, served by concurrent TLS servers, fetched through the
 real proxy by curl -k (a client that validates nothing: the one chainwatch protects) and openssl s_client -proxy.
 TLS 1.2 shows the chain in the tunnel (passive); TLS 1.3 needs chainwatch's probe. Both actions."""
 import json
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT, Proxy
-from helpers import OpenSSLServer
+from helpers import HTTPServer, OpenSSLServer
 
 PKI_SCRIPT = ROOT / "Tests/pki/make-pki.sh"
 
@@ -103,8 +103,24 @@ def alert_lines(proxy, port, wait=True):
         time.sleep(0.05)
 
 
-def serve(pki, name, tls, chain=None):
-    return OpenSSLServer(pki / f"{name}.pem", pki / f"{name}.key", chain=chain or pki / f"{name}.chain.pem", tls=tls)
+PAGE = b"hello from upstream"
+
+
+class Upstream(HTTPServer):
+    """A concurrent HTTPS server (Python ssl, threads) presenting one chain in one TLS version. Concurrent like a real
+    server: under block, the tunnel's handshake is held while chainwatch's own probe (TLS 1.3) connects beside it."""
+
+    def __init__(self, certfile, keyfile, tls):
+        super().__init__(certfile=str(certfile), keyfile=str(keyfile), tls=tls)
+
+
+def serve(pki, name, tls, chain=None, tmp=None):
+    """Serves the leaf NAME with `chain` (default: its own intermediates) in TLS `tls`."""
+    full = pki / f"{name}.fullchain.pem"
+    if chain is not None:
+        full = pathlib.Path(str(chain) + ".full.pem")
+        full.write_text((pki / f"{name}.pem").read_text() + pathlib.Path(chain).read_text())
+    return Upstream(full, pki / f"{name}.key", tls)
 
 
 def curl(proxy, host, port, tls):
@@ -130,7 +146,7 @@ def test_genuine_and_rekeyed_chains_pass_silently(proxy, pki, name, tls):
     server = serve(pki, name, tls)
     try:
         r = curl(proxy, "genuine.test", server.port, tls)
-        assert r.returncode == 0 and b"s_server" in r.stdout, r.stderr
+        assert r.returncode == 0 and PAGE in r.stdout, r.stderr
         time.sleep(0.3)
         assert alert_lines(proxy, server.port, wait=False) == []
     finally:
@@ -143,12 +159,14 @@ def expect_caught(proxy, port, r, reason, tls):
     line = lines[0]
     assert line["event"]["action"] == proxy.action
     assert line["event"]["reason"] == reason, line
-    assert line["chainwatch"]["evidence"] == ("passive" if tls == "1.2" else "probe")
+    # The chain came from the tunnel (1.2) or a probe (1.3); a verdict reached before for the same certificates,
+    # rule and name is reused and says so.
+    assert line["chainwatch"]["evidence"] in (("passive" if tls == "1.2" else "probe"), "cache")
     assert line["tls"]["version"] == tls
     if proxy.action == "block":
-        assert r.returncode != 0 and b"s_server" not in r.stdout, "the client got the forged server's page"
+        assert r.returncode != 0 and PAGE not in r.stdout, "the client got the forged server's page"
     else:
-        assert r.returncode == 0 and b"s_server" in r.stdout, r.stderr
+        assert r.returncode == 0 and PAGE in r.stdout, r.stderr
     return line
 
 
@@ -188,24 +206,30 @@ def test_openssl_s_client_through_the_proxy(proxy, pki, tls):
         lines = alert_lines(proxy, server.port)
         assert [l["event"]["reason"] for l in lines] == ["untrusted_chain"]
         if proxy.action == "block":
-            assert b"s_server" not in r.stdout and b"Server certificate" not in r.stdout
+            assert PAGE not in r.stdout and b"Server certificate" not in r.stdout
         else:
             assert b"Server certificate" in r.stdout
     finally:
         server.close()
 
 
-def test_known_bad_upstream_gets_403_at_once(proxy, pki):
-    if proxy.action != "block":
-        pytest.skip("only block rules remember bad upstreams")   # alert mode passes every CONNECT by design
+def test_known_bad_upstream_gets_403_at_once_under_block_only(proxy, pki):
     server = serve(pki, "attacker", "1.2")
     try:
         curl(proxy, "genuine.test", server.port, "1.2")
         r = subprocess.run(["curl", "-sk", "-x", proxy.url, "-o", "/dev/null", "-w", "%{http_connect}",
                             f"https://genuine.test:{server.port}/"], capture_output=True, timeout=20)
-        assert r.stdout == b"403"
-        lines = alert_lines(proxy, server.port)
-        assert [l["chainwatch"]["evidence"] for l in lines] == ["passive", "cache"]
+        lines = []
+        deadline = time.monotonic() + 3
+        while len(lines) < 2 and time.monotonic() < deadline:
+            lines = alert_lines(proxy, server.port)
+        if proxy.action == "block":
+            assert r.stdout == b"403"   # refused before any connection to the upstream
+            assert lines[1]["chainwatch"]["evidence"] == "cache" and lines[1]["event"]["action"] == "block"
+        else:
+            assert r.stdout == b"200"   # alert never refuses: the second tunnel is judged (from the cache) and logged
+            assert [l["event"]["action"] for l in lines] == ["alert", "alert"]
+        assert len(lines) == 2
     finally:
         server.close()
 
@@ -228,18 +252,54 @@ def test_interception_ca_in_trusted_anchors_is_still_caught_by_pins(tmp_path, pk
 
 
 def test_probe_failure_blocks_under_block(tmp_path, pki):
+    """An upstream that completes the tunnel's TLS 1.3 handshake but drops every other connection: chainwatch cannot
+    see the chain, and a block rule's default for that is to block with probe_failed."""
+    import socket
+    import ssl
+    import threading
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(pki / "genuine.fullchain.pem"), str(pki / "genuine.key"))
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+
+    def serve_first_only():
+        first = True
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            if not first:
+                conn.close()   # the probe: dropped before any handshake
+                continue
+            first = False
+            threading.Thread(target=lambda c=conn: _serve_once(ctx, c), daemon=True).start()
+
+    threading.Thread(target=serve_first_only, daemon=True).start()
     p = start(tmp_path, pki, "block")
     p.action = "block"
-    server = OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3",
-                           extra=["-naccept", "1"])   # serves the tunnel's handshake, then nothing: the probe fails
     try:
-        r = curl(p, "genuine.test", server.port, "1.3")
-        lines = alert_lines(p, server.port)
+        r = curl(p, "genuine.test", port, "1.3")
+        lines = alert_lines(p, port)
         assert [l["event"]["reason"] for l in lines] == ["probe_failed"]
-        assert r.returncode != 0
+        assert lines[0]["event"]["action"] == "block"
+        assert r.returncode != 0 and PAGE not in r.stdout
     finally:
-        server.close()
+        listener.close()
         p.stop()
+
+
+def _serve_once(ctx, conn):
+    try:
+        with ctx.wrap_socket(conn, server_side=True) as tls:
+            tls.settimeout(10)
+            tls.recv(65536)
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: close\r\n\r\n" + PAGE)
+    except OSError:
+        pass
 
 
 def test_alert_log_survives_rotation_and_is_flushed_on_sigterm(tmp_path, pki):
@@ -288,7 +348,7 @@ def test_bad_policy_file_is_refused_with_file_line_and_problem(tmp_path):
     from conftest import BIN
     bad = tmp_path / "bad.yaml"
     bad.write_text("version: 1\ndefaults:\n  action: blok\nrules: []\n")
-    r = subprocess.run([BIN, "run", "--listen", "127.0.0.1:0", "--policy", str(bad)], capture_output=True, timeout=10)
+    r = subprocess.run([BIN, "run", "--listen", "127.0.0.1:3999", "--policy", str(bad)], capture_output=True, timeout=10)
     assert r.returncode == 1
     assert f"{bad}:3:11: error:".encode() in r.stderr, r.stderr
 
@@ -323,7 +383,7 @@ def test_pin_writes_a_policy_that_passes_the_genuine_chain_and_blocks_a_forged_o
             server = serve(pki, name, tls)
             try:
                 r = curl(p, "genuine.test", server.port, tls)
-                assert r.returncode == 0 and b"s_server" in r.stdout, (name, tls, r.stderr)
+                assert r.returncode == 0 and PAGE in r.stdout, (name, tls, r.stderr)
                 time.sleep(0.2)
                 assert alert_lines(p, server.port, wait=False) == []
             finally:
@@ -335,5 +395,28 @@ def test_pin_writes_a_policy_that_passes_the_genuine_chain_and_blocks_a_forged_o
                 expect_caught(p, server.port, r, "root_mismatch", tls)
             finally:
                 server.close()
+    finally:
+        p.stop()
+
+
+def test_evidence_source_is_probe_then_cache_then_passive_for_a_new_chain(tmp_path, pki):
+    p = start(tmp_path, pki, "alert")
+    p.action = "alert"
+    try:
+        sources = []
+        for tls in ("1.3", "1.2"):
+            server = serve(pki, "otherhost", tls)
+            try:
+                curl(p, "genuine.test", server.port, tls)
+                sources += [l["chainwatch"]["evidence"] for l in alert_lines(p, server.port)]
+            finally:
+                server.close()
+        other = serve(pki, "other-intermediate", "1.2")
+        try:
+            curl(p, "genuine.test", other.port, "1.2")
+            sources += [l["chainwatch"]["evidence"] for l in alert_lines(p, other.port)]
+        finally:
+            other.close()
+        assert sources == ["probe", "cache", "passive"]
     finally:
         p.stop()
