@@ -69,7 +69,10 @@ final class BuiltinUpstream: @unchecked Sendable {
 
     /// Stops serving (from any thread), waits for the loop thread, frees everything.
     func stop() {
-        event_base_loopbreak(base)
+        // Not event_base_loopbreak: event_base_loop clears the break flag when it starts, so a stop that comes before
+        // the thread enters the loop (a run that fails at once, on a loaded machine) was lost and this wait hung.
+        // loopexit queues a timer event that the loop runs whenever it gets there.
+        event_base_loopexit(base, nil)
         finished.wait()
         for connection in connections.values { connection.close() }
         connections.removeAll()
