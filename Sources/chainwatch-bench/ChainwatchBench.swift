@@ -45,7 +45,9 @@ struct CommonOptions: ParsableArguments {
     var tls: String = "1.3"
     @Option(name: [.short, .long], help: "Concurrent sessions (closed loop); idle: tunnels held open.")
     var concurrency: Int = 8
-    @Option(help: "Client event-loop threads.")
+    @Option(help: ArgumentHelp("Open loop: start this many sessions per second on a schedule (-c then caps those in flight; an arrival with no free slot waits and its latency counts from its scheduled time).", valueName: "conn/s"))
+    var rate: Double?
+        @Option(help: "Client event-loop threads.")
     var threads: Int = 1
     @Option(help: "Bound: seconds to run (idle: seconds to hold). Default 5 when no --count.")
     var duration: Double?
@@ -128,13 +130,14 @@ extension CommonOptions {
         guard concurrency >= 1, threads >= 1 else { throw BenchError("--concurrency and --threads must be at least 1") }
         if let count, count < 1 { throw BenchError("--count must be at least 1") }
         if let duration, duration <= 0 { throw BenchError("--duration must be positive") }
+        if let rate, !(rate > 0) || scenario == .idle { throw BenchError("--rate must be positive, and not for idle") }
         var duration = self.duration
         if duration == nil && (count == nil || scenario == .idle) { duration = 5 }
         return Plan(scenario: scenario, proxy: source, proxyName: name, direct: direct, tlsVersions: versions, policies: policies,
                     externalTLSUpstream: try upstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     externalRawUpstream: try rawUpstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     upstreamKind: startUpstream, nginxWorkers: nginxWorkers, concurrency: concurrency, longTransfers: longTransfers,
-                    threads: threads, duration: duration, count: scenario == .idle ? nil : count, timeout: timeout, grace: grace,
+                    threads: threads, rate: rate, duration: duration, count: scenario == .idle ? nil : count, timeout: timeout, grace: grace,
                     maxFailures: maxFailures, responseBytes: payload.responseBytes, bulkBytes: try parseSize(payload.size),
                     upload: payload.upload, resume: payload.resume, sni: sni, fault: fault, keepTemp: keepTemp, quiet: quiet)
     }

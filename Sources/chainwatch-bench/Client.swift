@@ -33,6 +33,10 @@ struct ClientSettings: @unchecked Sendable {
     var duration: Double?
     /// How long in-flight handshake sessions may finish after the deadline before they are cut off.
     var grace = 5.0
+    /// Open loop: new primary sessions per second for this worker (arrivals on a schedule, whatever the answers'
+    /// pace); nil: closed loop (each lane starts its next session when the last one ends). Latency then counts
+    /// from the scheduled arrival, so time spent waiting for a free lane is not hidden (no coordinated omission).
+    var rate: Double?
 }
 
 /// Counters shared by the workers of one run.
@@ -69,9 +73,18 @@ final class Worker: @unchecked Sendable {
     private var timers: [OpaquePointer] = []
     private(set) var startedAt: UInt64 = 0
     private(set) var endedAt: UInt64 = 0
+    /// Open loop: arrivals started so far, the arrival timer, and arrivals waiting for a free lane (their times).
+    private var arrivals = 0
+    private var arrivalTimer: OpaquePointer?
+    private var waiting: [UInt64] = []
 
     init(settings: ClientSettings, shared: RunShared, primary: SessionKind, kinds: [SessionKind]) throws(BenchError) {
-        guard let base = event_base_new() else { throw BenchError("event_base_new failed") }
+        // A precise timer (timerfd): open-loop arrivals are due to the microsecond, not rounded up to the next
+        // millisecond of epoll_wait's timeout.
+        let config = event_config_new()
+        defer { event_config_free(config) }
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_PRECISE_TIMER.rawValue))
+        guard let base = event_base_new_with_config(config) ?? event_base_new() else { throw BenchError("event_base_new failed") }
         self.base = base
         self.settings = settings
         self.shared = shared
@@ -82,6 +95,7 @@ final class Worker: @unchecked Sendable {
 
     deinit {
         for timer in timers { event_free(timer) }
+        if let arrivalTimer { event_free(arrivalTimer) }
         for lane in lanes { lane.release() }
         event_base_free(base)
     }
@@ -92,7 +106,15 @@ final class Worker: @unchecked Sendable {
         if let duration = settings.duration {
             arm(after: duration) { $0.deadline() }
         }
-        for lane in lanes { lane.schedule() }
+        if let rate = settings.rate, rate > 0 {
+            arrivalTimer = event_new(base, -1, 0, { _, _, ctx in
+                Unmanaged<Worker>.fromOpaque(ctx!).takeUnretainedValue().arrive()
+            }, Unmanaged.passUnretained(self).toOpaque())
+            for lane in lanes where lane.kind != primary { lane.schedule() }
+            arrive()
+        } else {
+            for lane in lanes { lane.schedule() }
+        }
         if lanes.isEmpty { exiting = true } else { event_base_dispatch(base) }
         endedAt = monotonicNanos()
     }
@@ -108,9 +130,33 @@ final class Worker: @unchecked Sendable {
         timers.append(timer)
     }
 
+    /// Open loop: starts every arrival that is due by now (each on a free lane, or queued for the next one that
+    /// frees), then sleeps until the next one is due.
+    private func arrive() {
+        guard let rate = settings.rate, !stopping, !exiting else { return }
+        let now = monotonicNanos()
+        let due = Int(Double(now - startedAt) / 1e9 * rate) + 1
+        while arrivals < due {
+            let scheduled = startedAt + UInt64(Double(arrivals) / rate * 1e9)
+            arrivals += 1
+            guard shared.take() else { stopping = true; checkDone(); return }
+            if let lane = lanes.first(where: { $0.kind == primary && !$0.active }) {
+                begin(on: lane, scheduled: scheduled)
+            } else {
+                waiting.append(scheduled)
+            }
+            if stopping || exiting { return }
+        }
+        let next = startedAt + UInt64(Double(arrivals) / rate * 1e9)
+        var tv = timeval(seconds: Double(next > now ? next - now : 0) / 1e9)
+        event_add(arrivalTimer, &tv)
+    }
+
     /// The run's time is up: start nothing new; end the sessions that are open-ended now.
     private func deadline() {
         stopping = true
+        waiting.removeAll()
+        if let arrivalTimer { event_del(arrivalTimer) }
         for session in live.values {
             switch session.kind {
             case .bulk: session.cutOff()
@@ -134,8 +180,18 @@ final class Worker: @unchecked Sendable {
     /// Starts a session on `lane` if the run's bound allows it.
     fileprivate func startSession(on lane: Lane) {
         if stopping || exiting { lane.active = false; checkDone(); return }
+        if settings.rate != nil && lane.kind == primary {
+            // Open loop: this lane was freed; it takes the oldest arrival still waiting, if any.
+            guard !waiting.isEmpty else { lane.active = false; checkDone(); return }
+            begin(on: lane, scheduled: waiting.removeFirst())
+            return
+        }
         if lane.kind == primary && !shared.take() { lane.active = false; checkDone(); return }
-        let session = Session(worker: self, lane: lane)
+        begin(on: lane, scheduled: nil)
+    }
+
+    private func begin(on lane: Lane, scheduled: UInt64?) {
+        let session = Session(worker: self, lane: lane, startedAt: scheduled ?? monotonicNanos())
         live[ObjectIdentifier(session)] = session
         lane.active = true
         stats(for: lane.kind) { $0.started += 1 }
@@ -152,6 +208,7 @@ final class Worker: @unchecked Sendable {
     /// Ends the loop once the primary lanes are idle; then cuts off the others (mixed: long transfers).
     private func checkDone() {
         guard !exiting else { return }
+        if settings.rate != nil && !stopping { return }   // open loop: idle lanes between arrivals are not the end
         let primaryBusy = lanes.contains { $0.kind == primary && $0.active }
         if primaryBusy { return }
         exiting = true
@@ -213,7 +270,7 @@ final class Session {
         case awaitingFirstPong, holding, awaitingLastPong, ended
     }
     private var phase = Phase.connecting
-    private let startedAt = monotonicNanos()
+    private let startedAt: UInt64
     private var tunnelAt: UInt64 = 0
     private var bodyLength = 0
     private var received = 0
@@ -221,7 +278,7 @@ final class Session {
     private var scratch: [UInt8] = []
     private var settings: ClientSettings { worker.settings }
 
-    init(worker: Worker, lane: Lane) { self.worker = worker; self.lane = lane }
+    init(worker: Worker, lane: Lane, startedAt: UInt64) { self.worker = worker; self.lane = lane; self.startedAt = startedAt }
 
     private static func from(_ ctx: UnsafeMutableRawPointer?) -> Session {
         Unmanaged<Session>.fromOpaque(ctx!).takeUnretainedValue()

@@ -28,6 +28,7 @@ struct Plan {
     var concurrency: Int
     var longTransfers: Int
     var threads: Int
+    var rate: Double?
     var duration: Double?
     var count: Int?
     var timeout: Double
@@ -212,12 +213,14 @@ final class Runner {
         }
         let shared = RunShared(budget: plan.count ?? Int.max)
         let threadCount = max(1, min(plan.threads, kinds.count))
+        settings.rate = plan.rate.map { $0 / Double(threadCount) }
         var workers: [Worker] = []
         for t in 0..<threadCount {
             let mine = kinds.enumerated().filter { $0.offset % threadCount == t }.map(\.element)
             workers.append(try Worker(settings: settings, shared: shared, primary: primary, kinds: mine))
         }
-        let label = [target, policy, version.map { "TLS \($0.rawValue)" }].compactMap { $0 }.joined(separator: " ")
+        let label = [target, policy, version.map { "TLS \($0.rawValue)" }, plan.rate.map { "@\(Int($0))/s" }]
+            .compactMap { $0 }.joined(separator: " ")
         log("run: \(plan.scenario.rawValue) \(label), concurrency \(plan.concurrency)\(plan.scenario == .mixed ? " + \(plan.longTransfers) long" : ""), \(plan.count.map { "count \($0)" } ?? "duration \(plan.duration ?? 0)s")")
 
         let before = pid.flatMap { ProcSample.read(root: $0) }

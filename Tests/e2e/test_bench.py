@@ -152,6 +152,17 @@ def test_failing_run_ends_early_and_says_why(tmp_path):
     assert_counts_add_up(report)
 
 
+def test_rate_is_an_open_loop(tmp_path):
+    # --rate: arrivals on a schedule; 2 s at 40/s is 80 sessions (give or take the last one), whatever -c says.
+    code, report, output, _ = bench("handshake", "--direct", "--rate", "40", "-c", "4", "--duration", "2", tmp_path=tmp_path)
+    assert code == 0, output
+    (run, kind), = kinds(report)
+    assert "@40/s" in run["label"]
+    assert 76 <= kind["started"] <= 81, kind
+    assert kind["failed"] == 0 and kind["latencyMicros"]["p50"] > 0
+    assert_counts_add_up(report)
+
+
 def test_svg_and_plot(tmp_path):
     svg = tmp_path / "out.svg"
     code, report, output, _ = bench("handshake", "--direct", "--count", "20", "--svg", str(svg), tmp_path=tmp_path)
