@@ -106,6 +106,12 @@ public final class Connection {
     public func disableRead() { bufferevent_disable(bev, Int16(EV_READ)) }
     public func enableReadWrite() { bufferevent_enable(bev, c_libevent_EV_READ_WRITE) }
     public var isReading: Bool { bufferevent_get_enabled(bev) & Int16(EV_READ) != 0 }
+    /// Enables writing from `output`. `write` and `send(movingFrom:)` do it themselves when they queue bytes, so a
+    /// connection whose only writers are those can stay read-only until then: libevent arms the write event whenever
+    /// writing is enabled, even with nothing to write, and an empty output costs a wakeup and two epoll changes.
+    public func enableWrite() {
+        if bufferevent_get_enabled(bev) & Int16(EV_WRITE) == 0 { bufferevent_enable(bev, Int16(EV_WRITE)) }
+    }
 
     /// Write-side low watermark: `connectionDidDrain` fires when output falls to `low` bytes.
     public func setWriteLowWatermark(_ low: Int) { bufferevent_setwatermark(bev, Int16(EV_WRITE), low, 0) }
@@ -121,8 +127,31 @@ public final class Connection {
         }
     }
 
+    /// Sends `bytes`: straight to the socket when nothing is queued before them (see `send(movingFrom:)`), the rest
+    /// queued.
     public func write(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { _ = bufferevent_write(bev, $0.baseAddress, $0.count) }
+        var sent = 0
+        if output.count == 0, let fd {
+            sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            if sent < 0 { sent = 0 }
+        }
+        guard sent < bytes.count else { return }
+        bytes.withUnsafeBytes { _ = bufferevent_write(bev, $0.baseAddress! + sent, $0.count - sent) }
+        enableWrite()
+    }
+
+    /// Moves every byte of `source` to this connection: when nothing is queued before them, one `writev` straight
+    /// from `source`'s chains to the socket (no copy, no waiting a loop turn for writability, no epoll change to
+    /// arm and disarm the write event); whatever the socket does not take is queued in `output` (zero-copy) and
+    /// written by the bufferevent as before, which also reports any socket error.
+    public func send(movingFrom source: Buffer) {
+        if output.count == 0, let fd {
+            _ = evbuffer_write(source.raw, fd)   // drains what was written; -1 (EAGAIN, an error): all stays queued
+        }
+        if source.count > 0 {
+            output.moveAll(from: source)
+            enableWrite()
+        }
     }
 
     /// Half-close: no more bytes will be sent (the peer reads end-of-stream). Call once output is empty.

@@ -71,7 +71,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     func start() {
         lastActivity = worker.loop.cachedMilliseconds
         timer.schedule(milliseconds: worker.configuration.requestTimeoutMilliseconds)
-        client.enableReadWrite()
+        client.enableRead()   // writing is enabled by the first write that has to queue (see Connection.enableWrite)
     }
 
     // MARK: - Request
@@ -176,13 +176,16 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         lastActivity = worker.loop.cachedMilliseconds
         timer.schedule(milliseconds: worker.configuration.idleTimeoutMilliseconds)
         guard let upstream else { return }
-        upstream.enableReadWrite()
         if let exchange {
+            // Plain HTTP moves bytes into the outputs directly: both sides write-enabled.
+            upstream.enableReadWrite()
+            client.enableWrite()
             upstream.output.append(HTTPWriter.bytes(of: exchange.head))
             phase = .exchanging
             client.enableRead()
             forwardRequestBody()
         } else {
+            upstream.enableRead()   // the relay writes with send(movingFrom:), which enables writing when it queues
             worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
             startInspection()
             client.write(HTTPWriter.connectionEstablished)
@@ -230,7 +233,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
             }
         }
         if source === upstream { serverFed = 0 }
-        destination.output.moveAll(from: source.input)
+        destination.send(movingFrom: source.input)
         pauseIfFull(reader: source, writer: destination)
     }
 
