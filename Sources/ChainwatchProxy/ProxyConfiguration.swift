@@ -24,11 +24,14 @@ public struct ProxyConfiguration: Sendable {
         self.allowedClients = allowedClients; self.allowedPorts = allowedPorts; self.maxConnections = maxConnections
     }
 
+    /// Parsed once, not per accepted connection.
+    static let loopback = [CIDR("127.0.0.0/8")!, CIDR("::1/128")!]
+
     /// Whether a client address may use the proxy.
     public func admits(client: SocketAddress) -> Bool {
         let bytes = client.addressBytes
         if allowedClients.isEmpty {
-            return CIDR("127.0.0.0/8")!.contains(bytes) || CIDR("::1/128")!.contains(bytes)
+            return Self.loopback.contains { $0.contains(bytes) }
         }
         return allowedClients.contains { $0.contains(bytes) }
     }
@@ -45,7 +48,7 @@ public struct ProxyConfiguration: Sendable {
 
     /// Refuses an open proxy: a non-loopback listen address needs an explicit client allow-list.
     public func validate() throws(ConfigurationError) {
-        let isLoopback = CIDR("127.0.0.0/8")!.contains(listen.addressBytes) || CIDR("::1/128")!.contains(listen.addressBytes)
+        let isLoopback = Self.loopback.contains { $0.contains(listen.addressBytes) }
         if !isLoopback && allowedClients.isEmpty { throw .nonLoopbackWithoutAllowList(listen.description) }
     }
 }

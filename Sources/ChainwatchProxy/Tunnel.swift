@@ -28,7 +28,18 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     private(set) var phase = Phase.readingRequest
     private var upstream: Connection?
     private var target: Authority?
-    private var logger: Logger
+    /// The worker's logger with this tunnel's metadata, built only when a line is logged: swift-log's stream handler
+    /// re-renders its metadata on every set, which cost more per tunnel than parsing the request did.
+    private var logger: Logger {
+        var logger = worker.logger
+        logger[metadataKey: "tunnel.id"] = "\(id)"
+        logger[metadataKey: "source.ip"] = "\(clientAddress.ip)"
+        if let target {
+            logger[metadataKey: "destination.domain"] = "\(target.host)"
+            logger[metadataKey: "destination.port"] = "\(target.port)"
+        }
+        return logger
+    }
     private lazy var timer = Timer(loop: worker.loop) { [unowned self] in self.timerFired() }
     private var lastActivity: Int64 = 0
 
@@ -61,10 +72,6 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         self.worker = worker
         self.client = client
         self.clientAddress = clientAddress
-        var logger = worker.logger
-        logger[metadataKey: "tunnel.id"] = "\(id)"
-        logger[metadataKey: "source.ip"] = "\(clientAddress.ip)"
-        self.logger = logger
         client.delegate = self
     }
 
@@ -116,8 +123,6 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     private func begin(target authority: Authority, exchange: Exchange?) {
         target = authority
         self.exchange = exchange
-        logger[metadataKey: "destination.domain"] = "\(authority.host)"
-        logger[metadataKey: "destination.port"] = "\(authority.port)"
         phase = .connecting
         client.disableRead()   // bytes after the head (an eager ClientHello, a body) wait in client.input
         timer.cancel()

@@ -31,7 +31,9 @@ final class TunnelInspection {
         self.loop = loop
         self.facts = facts
         self.upstreamAddress = upstreamAddress
-        holds = Self.holds(snapshot.policy.rule(for: facts.connectHost, port: facts.port))
+        let rule = snapshot.policy.rule(for: facts.connectHost, port: facts.port)
+        holds = Self.holds(rule)
+        ruleCache = (facts.connectHost, rule)
     }
 
     /// Block-like dispositions hold the server's bytes until the verdict.
@@ -39,7 +41,15 @@ final class TunnelInspection {
         rule.action == .block || rule.nonTLS == .block || rule.onProbeError == .block || rule.sniMismatch == .block
     }
 
-    private var rule: Rule { snapshot.policy.rule(for: facts.hostChecked, port: facts.port) }
+    /// The rule for the host checked, looked up once per name (the SNI, when it comes, can change it).
+    private var rule: Rule {
+        let host = facts.hostChecked
+        if let cached = ruleCache, cached.host == host { return cached.rule }
+        let rule = snapshot.policy.rule(for: host, port: facts.port)
+        ruleCache = (host, rule)
+        return rule
+    }
+    private var ruleCache: (host: String, rule: Rule)?
 
     /// Whether client bytes still matter (until the ClientHello is read).
     var wantsClientBytes: Bool { !isFinished && !watch.sawClientHello }
