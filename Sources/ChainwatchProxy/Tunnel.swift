@@ -60,7 +60,11 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     private var feeding = false
     private var pendingDecision: Decision?
     private enum Decision { case release, block(Finding) }
-    /// Most server bytes held while a verdict is pending.
+    /// Bytes relayed each way so far, and how many of the first go out without waiting a loop turn.
+    private var relayedUp = 0
+    private var relayedDown = 0
+    static let eagerBytes = 64 * 1024
+        /// Most server bytes held while a verdict is pending.
     static let holdLimit = 256 * 1024
 
     // Plain HTTP state.
@@ -238,7 +242,11 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
             }
         }
         if source === upstream { serverFed = 0 }
-        destination.send(movingFrom: source.input)
+        // The first bytes each way (handshake flights, a request, a response) go out at once; a tunnel that has
+        // moved more is carrying bulk data, which batches better through the output buffer.
+        let count = source.input.count
+        if source === client { relayedUp += count } else { relayedDown += count }
+        destination.send(movingFrom: source.input, eager: (source === client ? relayedUp : relayedDown) <= Self.eagerBytes)
         pauseIfFull(reader: source, writer: destination)
     }
 
