@@ -120,7 +120,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
             let framing = BodyFraming.request(head) ?? .length(0)
             begin(target: authority, exchange: Exchange(
                 method: head.method, head: rewritten, requestBody: BodyScanner(framing),
-                keepAlive: ProxyRequest.clientKeepsAlive(head)))
+                keepAlive: ProxyRequest.clientKeepsAlive(head), clientVersion: head.version))
         }
     }
 
@@ -236,7 +236,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
                 pendingDecision = nil
                 apply(decision)   // a release relays the upstream's bytes itself
                 guard phase == .relaying, source === client else { return }
-            } else if source === upstream, inspection.holds, !inspection.isFinished {
+            } else if source === upstream, inspection.holdsServerBytes {
                 if source.input.count >= Self.holdLimit { source.disableRead() }   // resumes on release
                 return
             }
@@ -355,8 +355,13 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         var head: RequestHead
         var requestBody: BodyScanner
         var keepAlive: Bool
+        /// `HTTP/1.0` clients get no interim (1xx) responses.
+        var clientVersion: String
         var responseBody: BodyScanner?
+        var interimResponses = 0
     }
+    /// Most interim (1xx) responses accepted before one final response.
+    static let maxInterimResponses = 8
 
     private func forwardRequestBody() {
         guard var exchange, let upstream, !exchange.requestBody.isComplete else { return }
@@ -389,8 +394,20 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
             }
             var headers = ProxyRequest.endToEnd(head.headers)
             if (100..<200).contains(head.status) {
-                client.write(HTTPWriter.bytes(of: ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: head.reasonPhrase, headers: headers)))
-                if upstream.input.count > 0 { forwardResponse() }
+                // Interim responses: a few are normal (100 Continue, 103 Early Hints); an endless stream is an attack
+                // on the proxy's memory, and each one passes through the backpressure check like any other bytes.
+                self.exchange?.interimResponses += 1
+                guard self.exchange!.interimResponses <= Self.maxInterimResponses else {
+                    logger.warning("upstream sent more than \(Self.maxInterimResponses) interim responses")
+                    client.abort()
+                    close()
+                    return
+                }
+                if exchange.clientVersion == "HTTP/1.1" {
+                    client.write(HTTPWriter.bytes(of: ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: head.reasonPhrase, headers: headers)))
+                }
+                pauseIfFull(reader: upstream, writer: client)
+                if upstream.input.count > 0 && upstream.isReading { forwardResponse() }
                 return
             }
             if framing == .untilClose { exchange.keepAlive = false }
@@ -429,7 +446,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
             return
         }
         phase = .readingRequest
-        timer.schedule(milliseconds: worker.configuration.idleTimeoutMilliseconds)
+        timer.schedule(milliseconds: worker.configuration.requestTimeoutMilliseconds)   // the next head, like the first
         client.enableRead()
         if client.input.count > 0 { readRequest() }
     }

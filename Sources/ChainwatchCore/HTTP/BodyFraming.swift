@@ -49,6 +49,7 @@ public struct BodyScanner: Sendable {
     private enum State: Sendable, Equatable {
         case remaining(UInt64)            // fixed length, or the data of a chunk (then `inChunk`)
         case chunkSize(digits: UInt64, seenDigit: Bool, inExtension: Bool, lineLength: Int)
+        case chunkSizeCR(digits: UInt64, seenDigit: Bool)   // a CR ends the size line only right before its LF
         case chunkDataEnd(sawCR: Bool)
         case trailerLineStart(sawCR: Bool)
         case trailerLine(lineLength: Int)
@@ -112,8 +113,10 @@ public struct BodyScanner: Sendable {
                 guard seenDigit else { throw .badChunkSize }
                 if digits == 0 { state = .trailerLineStart(sawCR: false) }
                 else { inChunk = true; state = .remaining(digits) }
-            } else if c == 0x0D || inExtension {
+            } else if inExtension && c != 0x0D {
                 state = .chunkSize(digits: digits, seenDigit: seenDigit, inExtension: inExtension, lineLength: lineLength + 1)
+            } else if c == 0x0D {
+                state = .chunkSizeCR(digits: digits, seenDigit: seenDigit)
             } else if c == UInt8(ascii: ";") || c == UInt8(ascii: " ") || c == UInt8(ascii: "\t") {
                 state = .chunkSize(digits: digits, seenDigit: seenDigit, inExtension: true, lineLength: lineLength + 1)
             } else if let v = Self.hexValue(c) {
@@ -122,6 +125,10 @@ public struct BodyScanner: Sendable {
             } else {
                 throw .badChunkSize
             }
+        case .chunkSizeCR(let digits, let seenDigit):
+            guard c == 0x0A, seenDigit else { throw .badChunkSize }
+            if digits == 0 { state = .trailerLineStart(sawCR: false) }
+            else { inChunk = true; state = .remaining(digits) }
         case .chunkDataEnd(let sawCR):
             if c == 0x0D, !sawCR { state = .chunkDataEnd(sawCR: true) }
             else if c == 0x0A { inChunk = false; state = .chunkSize(digits: 0, seenDigit: false, inExtension: false, lineLength: 0) }

@@ -65,7 +65,10 @@ public enum ProxyRequest: Sendable, Equatable {
     /// (one upstream connection per request; keep-alive is kept with the client).
     static func rewritten(_ head: RequestHead, path: String, authority: Substring, via: String) -> RequestHead {
         var headers = endToEnd(head.headers)
-        if !headers.contains(where: { $0.name.lowercased() == "host" }) { headers.insert(("Host", String(authority)), at: 0) }
+        // RFC 9112 §3.2.2: the URL's authority wins; a different Host would let the upstream serve another site
+        // than the one the policy judged.
+        headers.removeAll { $0.name.lowercased() == "host" }
+        headers.insert(("Host", String(authority)), at: 0)
         headers.append(("Via", "\(head.version.dropFirst("HTTP/".count)) \(via)"))
         headers.append(("Connection", "close"))
         return RequestHead(method: head.method, target: path, version: "HTTP/1.1", headers: headers)

@@ -14,8 +14,11 @@ public struct HandshakeWatch: Sendable {
         case chain([[UInt8]])
         /// The chain is not visible in the tunnel: probe the same upstream with these parameters.
         case probe(serverName: String?, alpn: [String], maxVersion: TLSVersion?)
-        /// The tunnel does not carry TLS (or a handshake chainwatch cannot parse): what was seen.
+        /// The tunnel does not carry TLS: what was seen.
         case notTLS(String)
+        /// The server's stream began as TLS but its handshake cannot be parsed (an oversized Certificate, lying
+        /// lengths): the chain cannot be judged, which must count as a chain failure, not as "not TLS".
+        case malformedHandshake(String)
     }
 
     private var clientObserver = TLSObserver()
@@ -53,7 +56,9 @@ public struct HandshakeWatch: Sendable {
         serverObserver.append(bytes)
         while true {
             let fact: HandshakeFact?
-            do { fact = try serverObserver.next() } catch { return decide(.notTLS("server: \(error)")) }
+            do { fact = try serverObserver.next() } catch {
+                return decide(error == .notTLS ? .notTLS("server: \(error)") : .malformedHandshake("server: \(error)"))
+            }
             guard let fact else { return .moreBytes }
             switch fact {
             case .serverHello(let hello):

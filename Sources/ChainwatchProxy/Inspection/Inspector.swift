@@ -26,7 +26,8 @@ public final class Inspector: Sendable {
     func judge(chain: [[UInt8]], rule: Rule, snapshot: PolicySnapshot, tunnel: TunnelFacts, source: EvidenceSource,
                nowMilliseconds: Int64) -> (Verdict, Evidence) {
         let host = tunnel.hostChecked
-        let key = VerdictCache.Key(chainHash: Digest.sha256(framed: chain), rule: rule.identity, host: host)
+        let key = VerdictCache.Key(chainHash: Digest.sha256(framed: chain), rule: rule.identity, host: host,
+                                   connectHost: tunnel.connectHost)
         if let entry = cache.verdict(for: key, now: nowMilliseconds) {
             var evidence = entry.evidence
             evidence.source = .cache

@@ -51,6 +51,10 @@ final class TunnelInspection {
     }
     private var ruleCache: (host: String, rule: Rule)?
 
+    /// Whether server bytes must stay in the proxy now: under a block-like rule until the verdict, and always until the
+    /// ClientHello is read (its SNI may pick a stricter rule; a TLS server never speaks first, so this costs nothing).
+    var holdsServerBytes: Bool { !isFinished && (holds || !watch.sawClientHello) }
+
     /// Whether client bytes still matter (until the ClientHello is read).
     var wantsClientBytes: Bool { !isFinished && !watch.sawClientHello }
 
@@ -89,6 +93,12 @@ final class TunnelInspection {
         case .notTLS(let detail):
             let rule = self.rule
             finish(Evaluator.verdict(for: .notTLS(detail), rule: rule), evidence: nil, rule: rule)
+        case .malformedHandshake(let detail):
+            let rule = self.rule
+            let finding = Finding(reason: .untrustedChain, level: nil,
+                                  detail: "the server's handshake cannot be parsed, so its chain cannot be judged: \(detail)",
+                                  check: "tls", action: rule.action)
+            finish(Verdict(rule: rule.identity, findings: [finding]), evidence: nil, rule: rule)
         case .chain(let ders):
             let rule = self.rule
             let (verdict, evidence) = inspector.judge(chain: ders, rule: rule, snapshot: snapshot, tunnel: facts,
@@ -118,9 +128,13 @@ final class TunnelInspection {
         let now = loop.cachedMilliseconds
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {
-            inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
+            // Only what the server's chain earned marks the upstream bad for everyone: findings a client can steer
+            // (its own non-TLS bytes, an SNI that disagrees with its CONNECT) block that tunnel alone.
+            if deciding.reason != .notTLS && deciding.reason != .sniMismatch {
+                inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds))
+            }
             delegate?.inspectionBlocked(deciding)
         } else {
             delegate?.inspectionReleased()

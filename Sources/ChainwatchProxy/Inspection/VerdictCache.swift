@@ -5,13 +5,17 @@ import Synchronization
 /// parse and a signature check; and the upstreams known to be bad, answered `403` at their next CONNECT.
 /// Sharded by key so the loops rarely meet on a lock.
 public final class VerdictCache: Sendable {
-    /// A verdict is reusable for the same certificates, judged by the same rule for the same name.
+    /// A verdict is reusable for the same certificates, judged by the same rule for the same name asked for in the
+    /// same way (the CONNECT host is part of it: the SNI-mismatch check compares it with the SNI).
     public struct Key: Hashable, Sendable {
         /// SHA-256 over the DER certificates exactly as presented (the Certificate message's contents).
         public var chainHash: [UInt8]
         public var rule: RuleIdentity
         public var host: String
-        public init(chainHash: [UInt8], rule: RuleIdentity, host: String) { self.chainHash = chainHash; self.rule = rule; self.host = host }
+        public var connectHost: String
+        public init(chainHash: [UInt8], rule: RuleIdentity, host: String, connectHost: String) {
+            self.chainHash = chainHash; self.rule = rule; self.host = host; self.connectHost = connectHost
+        }
     }
 
     public struct Entry: Sendable {

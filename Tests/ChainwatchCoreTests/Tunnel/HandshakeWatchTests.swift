@@ -61,3 +61,17 @@ import Testing
         #expect(detail.hasPrefix("server:"))
     }
 }
+
+@Suite struct HandshakeWatchMalformedTests {
+    /// A Certificate message over the cap (a forged chain padded past 64 KiB) must not pass as "not TLS":
+    /// it is a handshake chainwatch cannot judge, and the rule's action applies.
+    @Test func oversizedServerMessageIsMalformedNotNotTLS() throws {
+        var w = HandshakeWatch()
+        _ = w.client(try TLSFixture.bytes("tls12-rsa.c2s.bin"))
+        let header: [UInt8] = [0x0B, 0x01, 0x24, 0xF8]   // Certificate, 75 000 bytes
+        guard case .malformedHandshake(let detail) = w.server(record(0x16, header + Array(repeating: 0, count: 100))) else {
+            Issue.record("an oversized Certificate was not flagged as malformed"); return
+        }
+        #expect(detail.hasPrefix("server:"))
+    }
+}
