@@ -57,9 +57,10 @@ public final class EventLoop: @unchecked Sendable {
         event_active(inboxEvent, EV_READ, 0)
     }
 
-    /// Makes `run()` return after the current callbacks. Safe from any thread.
+    /// Makes `run()` return after the current callbacks. Safe from any thread, and before `run()` has started:
+    /// `loopexit` is remembered by the loop (`loopbreak` is cleared when a loop starts, so an early stop was lost).
     public func stop() {
-        event_base_loopbreak(base)
+        event_base_loopexit(base, nil)
     }
 
     private func drainInbox() {
