@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config
-TEST_DEPS := curl openssl nginx-light python3 python3-pytest procps
+TEST_DEPS := curl openssl nginx-light python3 python3-pytest procps tinyproxy
 ARGS ?=
 
 .PHONY: all build run test unit e2e deps test-deps clean
