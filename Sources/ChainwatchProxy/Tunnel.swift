@@ -239,6 +239,10 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
             } else if source === upstream, inspection.holdsServerBytes {
                 if source.input.count >= Self.holdLimit { source.disableRead() }   // resumes on release
                 return
+            } else if source === client, let upstream, upstream.input.count > 0, !inspection.holdsServerBytes {
+                // Server bytes held only until this ClientHello (an alert rule): pass them on now, not at the next read.
+                relay(from: upstream, to: client)
+                guard phase == .relaying else { return }
             }
         }
         if source === upstream { serverFed = 0 }
@@ -294,8 +298,8 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
 
     private func startInspection() {
         guard let snapshot, let target, let connectedAddress else { return }
-        let facts = TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: target.host,
-                                port: target.port, upstreamIP: connectedAddress.ip)
+        var facts = facts(for: target)
+        facts.upstreamIP = connectedAddress.ip
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
                                           upstreamAddress: connectedAddress)
         inspection.delegate = self
@@ -318,6 +322,11 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         }
     }
 
+    /// What the alert lines say about this client and `authority`, before anything is known of the handshake.
+    private func facts(for authority: Authority) -> TunnelFacts {
+        TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host, port: authority.port)
+    }
+
     /// An upstream whose last verdict blocked gets `403` at once, with the reason, and an alert line.
     private func refuseKnownBad(_ authority: Authority) -> Bool {
         let inspector = worker.inspector
@@ -325,8 +334,8 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         let rule = snapshot.policy.rule(for: authority.host, port: authority.port)
         var evidence = bad.evidence
         evidence?.source = .cache
-        let facts = TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host,
-                                port: authority.port, serverName: evidence?.serverName)
+        var facts = facts(for: authority)
+        facts.serverName = evidence?.serverName
         inspector.report(Verdict(rule: bad.rule, findings: [bad.finding]), evidence: evidence, rule: rule, tunnel: facts,
                          nowMilliseconds: worker.loop.cachedMilliseconds)
         refuse(status: 403, reason: "blocked by chainwatch: \(bad.finding.reason.rawValue): \(bad.finding.detail)")
@@ -340,9 +349,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         let rule = snapshot.policy.rule(for: authority.host, port: authority.port)
         guard rule.httpsOnly else { return false }
         let verdict = Evaluator.verdict(for: .plainHTTP(String(requestLine.prefix(200))), rule: rule)
-        let facts = TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host,
-                                port: authority.port)
-        inspector.report(verdict, evidence: nil, rule: rule, tunnel: facts, nowMilliseconds: worker.loop.cachedMilliseconds)
+        inspector.report(verdict, evidence: nil, rule: rule, tunnel: facts(for: authority), nowMilliseconds: worker.loop.cachedMilliseconds)
         guard verdict.action == .block else { return false }
         refuse(status: 403, reason: "blocked by chainwatch: https_only: plain HTTP to \(authority.host) is not allowed")
         return true

@@ -104,5 +104,4 @@ public final class VerdictCache: Sendable {
         }
     }
 
-    public func forgetBad(_ upstream: Authority) { _ = knownBad.withLock { $0.removeValue(forKey: upstream) } }
 }
