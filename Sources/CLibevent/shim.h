@@ -30,4 +30,21 @@
 static const short c_libevent_EV_READ_WRITE = EV_READ | EV_WRITE;
 static const short c_libevent_BEV_EVENT_EOF = BEV_EVENT_EOF;
 
+/// `accept4` is declared only under _GNU_SOURCE, which the Swift Glibc module is not built with.
+int accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+static inline int c_libevent_accept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags) {
+    return accept4(fd, addr, addrlen, flags);
+}
+
+/// splice(2) and pipe2(2), likewise _GNU_SOURCE only: a tunnel's bulk bytes go socket → pipe → socket in the kernel.
+ssize_t splice(int fd_in, __loff_t *off_in, int fd_out, __loff_t *off_out, size_t len, unsigned int flags);
+int pipe2(int pipefd[2], int flags);
+static inline ssize_t c_libevent_splice(int fd_in, int fd_out, size_t len, unsigned int flags) {
+    return splice(fd_in, NULL, fd_out, NULL, len, flags);
+}
+static inline int c_libevent_pipe2(int pipefd[2], int flags) { return pipe2(pipefd, flags); }
+static const unsigned int c_libevent_SPLICE_F_MOVE = 1;
+static const unsigned int c_libevent_SPLICE_F_NONBLOCK = 2;
+static const int c_libevent_F_SETPIPE_SZ = 1031;
+
 #endif

@@ -2,7 +2,7 @@ internal import CLibevent
 
 /// Borrows one `evbuffer` of a connection. Moving bytes between buffers moves libevent's chains: no copies.
 public struct Buffer {
-    package let raw: OpaquePointer  // evbuffer *, owned by its bufferevent
+    package let raw: OpaquePointer  // evbuffer *, owned by its connection
 
     public var count: Int { evbuffer_get_length(raw) }
 

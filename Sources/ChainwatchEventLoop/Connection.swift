@@ -9,8 +9,6 @@ public enum ConnectionEvent: Sendable, Equatable {
     case endOfStream
     /// A socket error; `errno` as read on the line after it.
     case error(Int32)
-    /// A read or write timeout set with `setTimeouts` expired.
-    case timeout
 }
 
 /// Receives a connection's callbacks on its loop's thread.
@@ -22,96 +20,107 @@ public protocol ConnectionDelegate: AnyObject {
     func connection(_ connection: Connection, didReceive event: ConnectionEvent)
 }
 
-/// A TCP socket on a loop: a `bufferevent` that it owns, closed and freed by `close()` (or deinit).
-/// While open it keeps itself alive (the bufferevent holds a retained reference), so the owner can drop it
-/// only after `close()`. Loop thread only.
+/// A non-blocking TCP socket on a loop with an input and an output `evbuffer`. Owns the socket, both buffers and
+/// its two persistent events; `close()` (or deinit) frees them. While open it keeps itself alive (the events carry a
+/// retained reference), so the owner can drop it only after `close()`. Loop thread only.
+///
+/// Why not a `bufferevent`: libevent 2.1's socket bufferevent asks `ioctl(FIONREAD)` before every read and reads at
+/// most 4 KiB per read event (`EVBUFFER_MAX_READ`). Here every read is one `readv` straight into the input's chains,
+/// sized by what the last read got (16 KiB up to 256 KiB), and the events are armed only while they have work:
+/// reading while enabled, writing while bytes are queued (or a connect is in flight).
 public final class Connection {
-    package private(set) var bev: OpaquePointer?   // bufferevent *
+    private let base: OpaquePointer              // event_base *, borrowed from the loop
+    private var socket: Int32 = -1
+    private var readEvent: OpaquePointer?        // event *, EV_READ | EV_PERSIST
+    private var writeEvent: OpaquePointer?       // event *, EV_WRITE | EV_PERSIST
+    private let inputRaw: OpaquePointer          // evbuffer *
+    private let outputRaw: OpaquePointer         // evbuffer *
     public var delegate: ConnectionDelegate?
     public private(set) var isOpen = true
+    public private(set) var isReading = false
+    private var isWriting = false
+    private var isConnecting = false
+    private var lowWatermark = 0
+    private var readSize = Connection.smallestRead
     private var selfReference: Unmanaged<Connection>?
 
-    /// Wraps an accepted socket; takes ownership of `fd`.
+    /// First read size: fits one 16 KiB evbuffer chain with its header (a TLS record is at most 16 KiB + 256).
+    static let smallestRead = 16 * 1024 - 128
+    /// A read that fills its size doubles the next one, up to this.
+    static let largestRead = 256 * 1024
+
+    /// Wraps an accepted, non-blocking socket; takes ownership of `fd`. TCP_NODELAY comes from the listener.
     public init(loop: EventLoop, fd: Int32) throws(EventLoopError) {
-        guard let bev = bufferevent_socket_new(loop.base, fd, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else {
+        base = loop.base
+        guard let input = evbuffer_new(), let output = evbuffer_new() else {
             Glibc.close(fd)
-            throw .fromErrno("bufferevent_socket_new")
+            throw .fromErrno("evbuffer_new")
         }
-        self.bev = bev
-        Self.setNoDelay(fd)
-        install()
+        inputRaw = input
+        outputRaw = output
+        selfReference = Unmanaged.passRetained(self)
+        try attach(fd)
     }
 
     /// A connection not yet connected; call `connect(to:)`.
     public init(loop: EventLoop) throws(EventLoopError) {
-        guard let bev = bufferevent_socket_new(loop.base, -1, Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)) else {
-            throw .fromErrno("bufferevent_socket_new")
+        base = loop.base
+        guard let input = evbuffer_new(), let output = evbuffer_new() else { throw .fromErrno("evbuffer_new") }
+        inputRaw = input
+        outputRaw = output
+        selfReference = Unmanaged.passRetained(self)
+    }
+
+    private func attach(_ fd: Int32) throws(EventLoopError) {
+        socket = fd
+        let context = selfReference!.toOpaque()
+        readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
+            Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue().readable()
+        }, context)
+        writeEvent = event_new(base, fd, Int16(EV_WRITE | EV_PERSIST), { _, _, ctx in
+            Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue().writable()
+        }, context)
+        guard readEvent != nil, writeEvent != nil else { throw .fromErrno("event_new") }
+    }
+
+    deinit {
+        freeResources()
+        evbuffer_free(inputRaw)
+        evbuffer_free(outputRaw)
+    }
+
+    public var fd: Int32? { socket >= 0 ? socket : nil }
+    public var input: Buffer { Buffer(raw: inputRaw) }
+    public var output: Buffer { Buffer(raw: outputRaw) }
+
+    // MARK: Reading
+
+    private func readable() {
+        let result = readOnce()
+        if result > 0 { delegate?.connectionDidRead(self) }
+        guard isOpen else { return }
+        if result == 0 {
+            disableRead()   // as a bufferevent does: an enableRead later reads end-of-stream again
+            delegate?.connection(self, didReceive: .endOfStream)
+        } else if result < 0, result != -Int(EAGAIN) {
+            disableRead()
+            delegate?.connection(self, didReceive: .error(Int32(-result)))
         }
-        self.bev = bev
-        install()
     }
 
-    private func install() {
-        let reference = Unmanaged.passRetained(self)
-        selfReference = reference
-        bufferevent_setcb(bev, { _, ctx in
-            let c = Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue()
-            let failure = c.readMore()
-            c.delegate?.connectionDidRead(c)
-            if let failure, c.isOpen { c.delegate?.connection(c, didReceive: .error(failure)) }
-            if c.isOpen { c.inputAfterCallback = c.input.count }
-        }, { _, ctx in
-            let c = Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue()
-            c.delegate?.connectionDidDrain(c)
-        }, { _, what, ctx in
-            let savedErrno = errno
-            let c = Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue()
-            let event: ConnectionEvent
-            if what & Int16(BEV_EVENT_CONNECTED) != 0 {
-                if let fd = c.fd { Connection.setNoDelay(fd) }
-                event = .connected
-            } else if what & Int16(BEV_EVENT_TIMEOUT) != 0 {
-                event = .timeout
-            } else if what & Int16(BEV_EVENT_EOF) != 0 {
-                event = .endOfStream
-            } else {
-                event = .error(savedErrno == 0 ? EIO : savedErrno)
-            }
-            c.delegate?.connection(c, didReceive: event)
-        }, reference.toOpaque())
-        bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
-        bufferevent_set_max_single_read(bev, 64 * 1024)
-        bufferevent_set_max_single_write(bev, 256 * 1024)
-    }
-
-    deinit { if let bev { bufferevent_free(bev) } }
-
-    /// libevent 2.1 reads at most 4 096 bytes per read event (EVBUFFER_MAX_READ, whatever max_single_read says), so
-    /// a bulk transfer cost a wakeup, an ioctl and a readv per 4 KiB. When a read filled that cap, more is likely
-    /// waiting: read up to `extraRead` more here, into the input buffer's own chains (no copy), before the delegate
-    /// hears of it. End of stream (0) is left for libevent's next read, which sees it again; an error is returned so
-    /// the caller reports it after the bytes before it.
-    static let libeventReadCap = 4096
-    static let extraRead = 256 * 1024
-    private var inputAfterCallback = 0
-
-    private func readMore() -> Int32? {
-        let input = self.input
-        let count = input.count
-        guard count - inputAfterCallback >= Self.libeventReadCap, let fd else { return nil }
+    /// One `readv` into the input's own chains (no copy). Returns the byte count, 0 at end of stream, or `-errno`.
+    private func readOnce() -> Int {
         var vectors = (iovec(), iovec())
-        return withUnsafeMutableBytes(of: &vectors) { raw -> Int32? in
+        return withUnsafeMutableBytes(of: &vectors) { raw -> Int in
             let v = raw.baseAddress!.assumingMemoryBound(to: iovec.self)
-            // The bufferevent keeps its input's end frozen outside its own reads; thaw it for this one read.
-            evbuffer_unfreeze(input.raw, 0)
-            defer { evbuffer_freeze(input.raw, 0) }
-            let n = evbuffer_reserve_space(input.raw, Self.extraRead, v, 2)
-            guard n > 0 else { return nil }
-            let got = readv(fd, v, n)
-            if got <= 0 {
+            let n = evbuffer_reserve_space(inputRaw, readSize, v, 2)
+            guard n > 0 else { return -Int(ENOMEM) }
+            let got = readv(socket, v, n)
+            guard got > 0 else {
                 let e = errno
-                evbuffer_commit_space(input.raw, v, 0)
-                return got < 0 && e != EAGAIN && e != EWOULDBLOCK && e != EINTR ? e : nil
+                evbuffer_commit_space(inputRaw, v, 0)
+                if got == 0 { return 0 }
+                return e == EWOULDBLOCK || e == EINTR ? -Int(EAGAIN) : -Int(e)
             }
             var left = got
             var used: Int32 = 0
@@ -121,9 +130,143 @@ public final class Connection {
                 left -= v[i].iov_len
                 used += 1
             }
-            evbuffer_commit_space(input.raw, v, used)
-            return nil
+            evbuffer_commit_space(inputRaw, v, used)
+            readSize = got >= readSize ? min(readSize * 2, Self.largestRead) : max(Self.smallestRead, min(readSize, got * 2))
+            return got
         }
+    }
+
+    /// Reads now, without waiting for the loop to report the socket readable (for a socket whose peer has most
+    /// likely sent already, such as one accepted after TCP_DEFER_ACCEPT). Delivers like a read event would;
+    /// nothing happens when there is nothing to read.
+    public func readNow() {
+        guard isOpen, socket >= 0 else { return }
+        readable()
+    }
+
+    public func enableRead() {
+        guard !isReading, let readEvent else { return }
+        isReading = true
+        event_add(readEvent, nil)
+    }
+
+    public func disableRead() {
+        guard isReading, let readEvent else { return }
+        isReading = false
+        event_del(readEvent)
+    }
+
+    public func enableReadWrite() {
+        enableRead()
+        enableWrite()
+    }
+
+    // MARK: Writing
+
+    /// From now on, whatever is added to `output` directly (`output.append`, `Buffer.move`) is written without being
+    /// asked, as a bufferevent would. `write` and `send(movingFrom:)` need none of this: they arm the write event
+    /// themselves when they queue, so the relay pays no buffer callback per move.
+    public func enableWrite() {
+        if !watchesOutput {
+            watchesOutput = true
+            evbuffer_add_cb(outputRaw, { _, info, ctx in
+                guard info!.pointee.n_added > 0 else { return }
+                Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue().armWrite()
+            }, Unmanaged.passUnretained(self).toOpaque())
+        }
+        armWrite()
+    }
+    private var watchesOutput = false
+
+    /// Arms the write event while bytes are queued (or a connect is in flight).
+    private func armWrite() {
+        guard !isWriting, let writeEvent, evbuffer_get_length(outputRaw) > 0 || isConnecting else { return }
+        isWriting = true
+        event_add(writeEvent, nil)
+    }
+
+    private func disableWrite() {
+        guard isWriting, let writeEvent else { return }
+        isWriting = false
+        event_del(writeEvent)
+    }
+
+    private func writable() {
+        if isConnecting {
+            finishConnect()
+            return
+        }
+        if evbuffer_get_length(outputRaw) > 0 {
+            if evbuffer_write(outputRaw, socket) < 0 {
+                let e = errno
+                if e != EAGAIN && e != EWOULDBLOCK && e != EINTR {
+                    disableWrite()
+                    delegate?.connection(self, didReceive: .error(e))
+                }
+                return
+            }
+        }
+        let left = evbuffer_get_length(outputRaw)
+        if left == 0 { disableWrite() }
+        if left <= lowWatermark { delegate?.connectionDidDrain(self) }
+    }
+
+    /// Write-side low watermark: `connectionDidDrain` fires when output falls to `low` bytes.
+    public func setWriteLowWatermark(_ low: Int) { lowWatermark = low }
+
+    /// Sends `bytes`: straight to the socket when nothing is queued before them (see `send(movingFrom:)`), the rest
+    /// queued.
+    public func write(_ bytes: [UInt8]) {
+        var sent = 0
+        if evbuffer_get_length(outputRaw) == 0, socket >= 0, !isConnecting {
+            sent = bytes.withUnsafeBytes { Glibc.send(socket, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+            if sent < 0 { sent = 0 }
+        }
+        guard sent < bytes.count else { return }
+        bytes.withUnsafeBytes { _ = evbuffer_add(outputRaw, $0.baseAddress! + sent, $0.count - sent) }
+        armWrite()
+    }
+
+    /// Moves every byte of `source` to this connection: when nothing is queued before them, one `writev` straight
+    /// from `source`'s chains to the socket (no copy, no waiting a loop turn for writability, no epoll change to
+    /// arm and disarm the write event); whatever the socket does not take is queued in `output` (zero-copy) and
+    /// written when the socket is writable, which also reports any socket error.
+    ///
+    /// With `eager` false the bytes are only queued: for bulk data, where batching reads into larger writes measured
+    /// cheaper per byte (and fewer wakeups for the reader) than a write per read.
+    public func send(movingFrom source: Buffer, eager: Bool = true) {
+        if eager, evbuffer_get_length(outputRaw) == 0, socket >= 0, !isConnecting {
+            _ = evbuffer_write(source.raw, socket)   // drains what was written; -1 (EAGAIN, an error): all stays queued
+        }
+        if source.count > 0 {
+            evbuffer_add_buffer(outputRaw, source.raw)
+            armWrite()
+        }
+    }
+
+    // MARK: Connecting and closing
+
+    /// Starts a non-blocking connect; the delegate hears `.connected` or `.error`. On `false`, `errno` says why.
+    public func connect(to address: SocketAddress) -> Bool {
+        guard socket < 0 else { errno = EISCONN; return false }
+        let fd = Glibc.socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        Self.setNoDelay(fd)   // before connect: the first segment already goes without Nagle's wait
+        do { try attach(fd) } catch { errno = error.errno; return false }
+        let r = address.withSockaddr { sa, len in Glibc.connect(fd, sa, len) }
+        if r != 0 && errno != EINPROGRESS { return false }
+        isConnecting = true
+        armWrite()
+        return true
+    }
+
+    private func finishConnect() {
+        isConnecting = false
+        var error: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        if getsockopt(socket, SOL_SOCKET, SO_ERROR, &error, &length) != 0 { error = errno }
+        if evbuffer_get_length(outputRaw) == 0 || error != 0 { disableWrite() }
+        delegate?.connection(self, didReceive: error == 0 ? .connected : .error(error))
     }
 
     private static func setNoDelay(_ fd: Int32) {
@@ -131,97 +274,41 @@ public final class Connection {
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
-    public var fd: Int32? {
-        guard let bev else { return nil }
-        let fd = bufferevent_getfd(bev)
-        return fd >= 0 ? fd : nil
-    }
-
-    public var input: Buffer { Buffer(raw: bufferevent_get_input(bev)) }
-    public var output: Buffer { Buffer(raw: bufferevent_get_output(bev)) }
-
-    /// Starts a non-blocking connect; the delegate hears `.connected` or `.error`.
-    public func connect(to address: SocketAddress) -> Bool {
-        address.withSockaddr { sa, len in bufferevent_socket_connect(bev, UnsafeMutablePointer(mutating: sa), Int32(len)) } == 0
-    }
-
-    public func enableRead() { bufferevent_enable(bev, Int16(EV_READ)) }
-    public func disableRead() { bufferevent_disable(bev, Int16(EV_READ)) }
-    public func enableReadWrite() { bufferevent_enable(bev, c_libevent_EV_READ_WRITE) }
-    public var isReading: Bool { bufferevent_get_enabled(bev) & Int16(EV_READ) != 0 }
-    /// Enables writing from `output`. `write` and `send(movingFrom:)` do it themselves when they queue bytes, so a
-    /// connection whose only writers are those can stay read-only until then: libevent arms the write event whenever
-    /// writing is enabled, even with nothing to write, and an empty output costs a wakeup and two epoll changes.
-    public func enableWrite() {
-        if bufferevent_get_enabled(bev) & Int16(EV_WRITE) == 0 { bufferevent_enable(bev, Int16(EV_WRITE)) }
-    }
-
-    /// Write-side low watermark: `connectionDidDrain` fires when output falls to `low` bytes.
-    public func setWriteLowWatermark(_ low: Int) { bufferevent_setwatermark(bev, Int16(EV_WRITE), low, 0) }
-
-    /// Read and write timeouts in milliseconds (0: none).
-    public func setTimeouts(readMilliseconds: Int, writeMilliseconds: Int) {
-        var r = timeval(tv_sec: readMilliseconds / 1000, tv_usec: (readMilliseconds % 1000) * 1000)
-        var w = timeval(tv_sec: writeMilliseconds / 1000, tv_usec: (writeMilliseconds % 1000) * 1000)
-        withUnsafePointer(to: &r) { rp in
-            withUnsafePointer(to: &w) { wp in
-                _ = bufferevent_set_timeouts(bev, readMilliseconds > 0 ? rp : nil, writeMilliseconds > 0 ? wp : nil)
-            }
-        }
-    }
-
-    /// Sends `bytes`: straight to the socket when nothing is queued before them (see `send(movingFrom:)`), the rest
-    /// queued.
-    public func write(_ bytes: [UInt8]) {
-        var sent = 0
-        if output.count == 0, let fd {
-            sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-            if sent < 0 { sent = 0 }
-        }
-        guard sent < bytes.count else { return }
-        bytes.withUnsafeBytes { _ = bufferevent_write(bev, $0.baseAddress! + sent, $0.count - sent) }
-        enableWrite()
-    }
-
-    /// Moves every byte of `source` to this connection: when nothing is queued before them, one `writev` straight
-    /// from `source`'s chains to the socket (no copy, no waiting a loop turn for writability, no epoll change to
-    /// arm and disarm the write event); whatever the socket does not take is queued in `output` (zero-copy) and
-    /// written by the bufferevent as before, which also reports any socket error.
-    ///
-    /// With `eager` false the bytes are only queued: for bulk data, where batching reads into the bufferevent's
-    /// larger writes measured cheaper per byte (and fewer wakeups for the reader) than a write per read.
-    public func send(movingFrom source: Buffer, eager: Bool = true) {
-        if eager, output.count == 0, let fd {
-            _ = evbuffer_write(source.raw, fd)   // drains what was written; -1 (EAGAIN, an error): all stays queued
-        }
-        if source.count > 0 {
-            output.moveAll(from: source)
-            enableWrite()
-        }
-    }
-
     /// Half-close: no more bytes will be sent (the peer reads end-of-stream). Call once output is empty.
     public func shutdownWrite() {
-        if let fd { shutdown(fd, Int32(SHUT_WR)) }
+        if socket >= 0 { shutdown(socket, Int32(SHUT_WR)) }
     }
 
     /// Closes with an RST instead of a FIN (SO_LINGER 0), so a peer knows the stream did not end normally.
     public func abort() {
-        if let fd {
+        if socket >= 0 {
             var l = linger(l_onoff: 1, l_linger: 0)
-            setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
+            setsockopt(socket, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
         }
         close()
     }
 
-    /// Frees the bufferevent (closing the socket) and releases the self-reference. Idempotent.
+    /// Frees the events, closes the socket, drops queued bytes and releases the self-reference. Idempotent.
     public func close() {
         guard isOpen else { return }
         isOpen = false
-        if let bev { bufferevent_free(bev) }
-        bev = nil
+        freeResources()
+        evbuffer_drain(inputRaw, evbuffer_get_length(inputRaw))
+        evbuffer_drain(outputRaw, evbuffer_get_length(outputRaw))
         delegate = nil
-        selfReference?.release()
+        let reference = selfReference
         selfReference = nil
+        reference?.release()
+    }
+
+    private func freeResources() {
+        if let readEvent { event_free(readEvent) }   // event_free deletes a pending event first
+        if let writeEvent { event_free(writeEvent) }
+        readEvent = nil
+        writeEvent = nil
+        isReading = false
+        isWriting = false
+        if socket >= 0 { Glibc.close(socket) }
+        socket = -1
     }
 }

@@ -1,31 +1,89 @@
 internal import CLibevent
 import Glibc
 
-/// A listening socket on a loop (`evconnlistener`, SO_REUSEADDR and SO_REUSEPORT, so every loop can bind
-/// the same address and the kernel spreads connections). Owns the listener. Loop thread only.
+/// A listening socket on a loop, with SO_REUSEADDR and SO_REUSEPORT so every loop can bind the same address and
+/// the kernel spreads connections. Owns the socket and its event. Loop thread only.
+///
+/// Two options shape what an accepted socket costs: TCP_NODELAY set here is inherited by every accepted socket (no
+/// `setsockopt` per connection), and TCP_DEFER_ACCEPT wakes the loop only once the client's first bytes have
+/// arrived, so the connection's first read finds its request instead of waiting another loop turn. Each wakeup
+/// accepts one connection: the loop reports the socket again while more are queued, so an empty queue costs no
+/// `accept4` that fails with EAGAIN.
 public final class Listener {
-    private var raw: OpaquePointer?   // evconnlistener *
+    private var socket: Int32 = -1
+    private var event: OpaquePointer?        // event *, EV_READ | EV_PERSIST
+    private var backoff: OpaquePointer?      // event *, timer: accepting again after EMFILE
     private let accept: (Int32, SocketAddress) -> Void
 
-    /// Binds and listens; `accept` gets each new socket (ownership passes to it) and the peer's address.
+    /// Seconds the kernel holds a connection that has sent nothing before handing it over anyway.
+    static let deferAcceptSeconds: Int32 = 1
+
+    /// Binds and listens; `accept` gets each new non-blocking socket (ownership passes to it) and the peer's address.
     public init(loop: EventLoop, address: SocketAddress, backlog: Int32 = 1024,
                 accept: @escaping (Int32, SocketAddress) -> Void) throws(EventLoopError) {
         self.accept = accept
-        let flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT)
+        let fd = Glibc.socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .fromErrno("socket") }
+        socket = fd
+        var one: Int32 = 1
+        var deferSeconds = Self.deferAcceptSeconds
+        let intSize = socklen_t(MemoryLayout<Int32>.size)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, intSize)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, intSize)
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, intSize)
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &deferSeconds, intSize)
+        guard address.withSockaddr({ sa, len in bind(fd, sa, len) }) == 0 else { throw failure("bind \(address)") }
+        guard listen(fd, backlog) == 0 else { throw failure("listen \(address)") }
         let context = Unmanaged.passUnretained(self).toOpaque()
-        raw = address.withSockaddr { sa, len in
-            evconnlistener_new_bind(loop.base, { _, fd, sa, len, ctx in
-                let listener = Unmanaged<Listener>.fromOpaque(ctx!).takeUnretainedValue()
-                listener.accept(fd, SocketAddress(sa!, length: socklen_t(len)))
-            }, context, flags, backlog, sa, Int32(len))
+        event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
+            Unmanaged<Listener>.fromOpaque(ctx!).takeUnretainedValue().acceptOne()
+        }, context)
+        backoff = event_new(loop.base, -1, 0, { _, _, ctx in
+            let listener = Unmanaged<Listener>.fromOpaque(ctx!).takeUnretainedValue()
+            if let event = listener.event { event_add(event, nil) }
+        }, context)
+        guard let event, backoff != nil else { throw failure("event_new") }
+        event_add(event, nil)
+    }
+
+    private func failure(_ call: String) -> EventLoopError {
+        let error = EventLoopError.fromErrno(call)
+        close()
+        return error
+    }
+
+    private func acceptOne() {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let fd = withUnsafeMutablePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                c_libevent_accept4(socket, $0, &length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            }
         }
-        guard raw != nil else { throw .fromErrno("bind/listen \(address)") }
+        guard fd >= 0 else {
+            let e = errno
+            if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM, let event, let backoff {
+                // Out of descriptors: the queued connection stays readable and would spin the loop. Pause 100 ms.
+                event_del(event)
+                var tv = timeval(tv_sec: 0, tv_usec: 100_000)
+                event_add(backoff, &tv)
+            }
+            return   // EAGAIN (another loop took it), ECONNABORTED (the client gave up): nothing to do
+        }
+        let peer = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: length) }
+        }
+        accept(fd, peer)
     }
 
     /// Stops accepting and closes the listening socket. Idempotent.
     public func close() {
-        if let raw { evconnlistener_free(raw) }
-        raw = nil
+        if let event { event_free(event) }
+        if let backoff { event_free(backoff) }
+        event = nil
+        backoff = nil
+        if socket >= 0 { Glibc.close(socket) }
+        socket = -1
     }
 
     deinit { close() }

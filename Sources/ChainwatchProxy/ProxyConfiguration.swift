@@ -17,6 +17,8 @@ public struct ProxyConfiguration: Sendable {
     public var shutdownGraceMilliseconds = 10_000
     /// Bytes buffered for one direction of a tunnel before the sending side is paused.
     public var maxBufferedPerDirection = 256 * 1024
+    /// Bulk tunnel bytes move by splice(2) once the verdict is in (`--no-splice`: copy them through user space).
+    public var spliceBulk = true
 
     public init(listen: SocketAddress, threads: Int, hostsFile: String? = nil, allowedClients: [CIDR] = [],
                 allowedPorts: Set<UInt16> = [], maxConnections: Int = 10_000) {

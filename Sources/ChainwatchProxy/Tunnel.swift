@@ -64,6 +64,10 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     private var relayedUp = 0
     private var relayedDown = 0
     static let eagerBytes = 64 * 1024
+    /// After the verdict, a direction that has moved more than `eagerBytes` is carrying bulk data: it is handed to a
+    /// splice(2) pump (kernel to kernel, no copies through the proxy) once both buffers on its path are empty.
+    private var upPump: SplicePump?     // client → upstream
+    private var downPump: SplicePump?   // upstream → client
         /// Most server bytes held while a verdict is pending.
     static let holdLimit = 256 * 1024
 
@@ -82,7 +86,11 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     func start() {
         lastActivity = worker.loop.cachedMilliseconds
         timer.schedule(milliseconds: worker.configuration.requestTimeoutMilliseconds)
-        client.enableRead()   // writing is enabled by the first write that has to queue (see Connection.enableWrite)
+        // The listener defers accepting until the client has sent, so its request is most likely here already: read
+        // it now, and arm the read event only if more is needed. Writing is enabled by the first write that has to
+        // queue (see Connection.write).
+        client.readNow()
+        if phase == .readingRequest && client.isOpen { client.enableRead() }
     }
 
     // MARK: - Request
@@ -252,6 +260,36 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         if source === client { relayedUp += count } else { relayedDown += count }
         destination.send(movingFrom: source.input, eager: (source === client ? relayedUp : relayedDown) <= Self.eagerBytes)
         pauseIfFull(reader: source, writer: destination)
+        spliceIfBulk(from: source, to: destination)
+    }
+
+    /// Hands one direction to a splice pump when it carries bulk, the verdict is in and nothing is buffered on its
+    /// path (the pump must not overtake queued bytes). Without a pipe (out of descriptors) it keeps copying.
+    private func spliceIfBulk(from source: Connection, to destination: Connection) {
+        let upward = source === client
+        guard worker.configuration.spliceBulk, phase == .relaying, inspection == nil, exchange == nil,
+              (upward ? upPump : downPump) == nil, (upward ? relayedUp : relayedDown) > Self.eagerBytes,
+              !(upward ? clientSentEOF : upstreamSentEOF), !(upward ? clientPaused : upstreamPaused),
+              source.input.count == 0, destination.output.count == 0 else { return }
+        guard let pump = SplicePump(loop: worker.loop, from: source, to: destination, onEnd: { [unowned self] end in
+            self.pumpEnded(upward: upward, end)
+        }) else { return }
+        source.disableRead()
+        if upward { upPump = pump } else { downPump = pump }
+        pump.start()
+    }
+
+    private func pumpEnded(upward: Bool, _ end: SplicePump.End) {
+        switch end {
+        case .endOfStream:
+            if upward { clientSentEOF = true } else { upstreamSentEOF = true }
+            finishHalfCloses()
+        case .error(let e):
+            logger.info("\(upward ? "upward" : "downward") splice failed: \(String(cString: strerror(e)))")
+            client.abort()
+            upstream?.abort()
+            close()
+        }
     }
 
     private func pauseIfFull(reader: Connection, writer: Connection) {
@@ -275,21 +313,30 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
             upstream.enableRead()
             if upstream.input.count > 0 { readable(upstream) }
         }
+        guard phase == .relaying else { return }
+        if connection === upstream { spliceIfBulk(from: client, to: upstream) } else { spliceIfBulk(from: upstream, to: client) }
         finishHalfCloses()
     }
 
     /// Passes an end-of-stream on once the other side has written everything before it; closes when both ends are done.
     private func finishHalfCloses() {
         guard let upstream else { return }
-        if clientSentEOF, upstream.output.count == 0, !upstreamWriteShut {
+        let upstreamDone = clientSentEOF && upstream.output.count == 0
+        let clientDone = upstreamSentEOF && client.output.count == 0 && upstream.input.count == 0
+        if upstreamDone && clientDone {
+            // Both ways ended and everything is written: closing sends each side its FIN (nothing is left unread, so
+            // no RST), and a shutdown first would be one more system call per side for nothing.
+            close()
+            return
+        }
+        if upstreamDone, !upstreamWriteShut {
             upstreamWriteShut = true
             upstream.shutdownWrite()
         }
-        if upstreamSentEOF, client.output.count == 0, upstream.input.count == 0, !clientWriteShut {
+        if clientDone, !clientWriteShut {
             clientWriteShut = true
             client.shutdownWrite()
         }
-        if clientWriteShut && upstreamWriteShut { close() }
     }
     private var clientWriteShut = false
     private var upstreamWriteShut = false
@@ -578,7 +625,8 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
             upstream = nil
             connect(pendingAddresses, lastError: .timedOut)
         case .relaying, .exchanging:
-            let idle = worker.loop.cachedMilliseconds - lastActivity
+            let active = max(lastActivity, upPump?.lastActivityMilliseconds ?? 0, downPump?.lastActivityMilliseconds ?? 0)
+            let idle = worker.loop.cachedMilliseconds - active
             let limit = Int64(worker.configuration.idleTimeoutMilliseconds)
             if idle >= limit {
                 logger.info("idle for \(idle / 1000) s, closing")
@@ -598,6 +646,10 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
         inspection = nil
         phase = .closed
         timer.cancel()
+        upPump?.close()
+        downPump?.close()
+        upPump = nil
+        downPump = nil
         client.close()
         upstream?.close()
         upstream = nil

@@ -63,6 +63,9 @@ struct Run: ParsableCommand {
     @Option(help: "Seconds tunnels may take to finish after SIGTERM/SIGINT.")
     var grace = 10.0
 
+    @Flag(name: .customLong("no-splice"), help: "Copy bulk tunnel bytes through the proxy instead of splice(2) (for comparison).")
+    var noSplice = false
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
@@ -88,6 +91,7 @@ struct Run: ParsableCommand {
         configuration.requestTimeoutMilliseconds = Int(requestTimeout * 1000)
         configuration.idleTimeoutMilliseconds = Int(idleTimeout * 1000)
         configuration.shutdownGraceMilliseconds = Int(grace * 1000)
+        configuration.spliceBulk = !noSplice
         let inspector: Inspector
         let reloader: PolicyReloader
         do {

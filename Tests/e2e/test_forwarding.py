@@ -343,7 +343,11 @@ def test_ipv6_listener_and_bracketed_target(start_proxy, echo_server):
 
 def test_connection_limit_answers_503(start_proxy, echo_server):
     p = start_proxy("--max-connections", "2")
+    # Each held client has started its request: the listener defers accepting until a client has sent something
+    # (TCP_DEFER_ACCEPT), so a silent one is not yet the proxy's to count.
     held = [socket.create_connection(("127.0.0.1", p.port)) for _ in range(2)]
+    for h in held:
+        h.sendall(b"CONNECT ")
     try:
         time.sleep(0.3)
         got, _, body = raw_request(p.port, f"CONNECT 127.0.0.1:{echo_server.port} HTTP/1.1\r\n\r\n".encode())

@@ -1,0 +1,150 @@
+internal import CLibevent
+import Glibc
+
+/// One direction of a tunnel moved by splice(2): source socket → pipe → destination socket, all inside the kernel.
+/// The bytes are never copied into this process, and each wakeup moves up to a pipe's worth (256 KiB) per call.
+///
+/// Owns the pipe and two events (readable on the source, writable on the destination); borrows both sockets, whose
+/// `Connection`s must neither read the source nor write the destination while the pump runs (their buffers are
+/// empty when it starts, and stay so). Backpressure is the pipe: while it holds bytes the destination did not take,
+/// the source is not read. Loop thread only.
+public final class SplicePump {
+    public enum End: Sendable, Equatable {
+        /// The source sent FIN and every byte before it reached the destination.
+        case endOfStream
+        /// A splice failed; `errno` as read on the line after it.
+        case error(Int32)
+    }
+
+    private let base: OpaquePointer              // event_base *, borrowed
+    private let source: Int32
+    private let destination: Int32
+    private var pipeRead: Int32 = -1
+    private var pipeWrite: Int32 = -1
+    private var readEvent: OpaquePointer?        // event *, EV_READ | EV_PERSIST on source
+    private var writeEvent: OpaquePointer?       // event *, EV_WRITE | EV_PERSIST on destination
+    private var waitingForRead = false
+    private var waitingForWrite = false
+    private var inPipe = 0
+    private var sourceEnded = false
+    private var isOpen = true
+    private let onEnd: (End) -> Void
+    /// Bytes delivered to the destination.
+    public private(set) var bytesMoved = 0
+    /// The loop's cached time (ms since the epoch) at the last wakeup that moved bytes.
+    public private(set) var lastActivityMilliseconds: Int64 = 0
+
+    /// Pipe capacity asked for (the kernel's default is 64 KiB; fewer, larger splices cost less per byte).
+    static let pipeBytes: Int32 = 256 * 1024
+    /// Most source reads per wakeup, so one busy tunnel cannot starve the others on its loop.
+    static let roundsPerWakeup = 8
+
+    /// Makes the pipe and events, or returns nil (out of descriptors, say): the caller keeps copying instead.
+    /// `onEnd` is called once, on the loop's thread.
+    public init?(loop: EventLoop, from source: Connection, to destination: Connection, onEnd: @escaping (End) -> Void) {
+        guard let sourceFD = source.fd, let destinationFD = destination.fd else { return nil }
+        base = loop.base
+        self.source = sourceFD
+        self.destination = destinationFD
+        self.onEnd = onEnd
+        var fds: (Int32, Int32) = (-1, -1)
+        let made = withUnsafeMutableBytes(of: &fds) {
+            c_libevent_pipe2($0.baseAddress!.assumingMemoryBound(to: Int32.self), O_NONBLOCK | O_CLOEXEC)
+        }
+        guard made == 0 else { return nil }
+        (pipeRead, pipeWrite) = fds
+        _ = fcntl(pipeWrite, c_libevent_F_SETPIPE_SZ, Self.pipeBytes)   // a smaller pipe still works
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        readEvent = event_new(base, sourceFD, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
+            Unmanaged<SplicePump>.fromOpaque(ctx!).takeUnretainedValue().pump()
+        }, context)
+        writeEvent = event_new(base, destinationFD, Int16(EV_WRITE | EV_PERSIST), { _, _, ctx in
+            Unmanaged<SplicePump>.fromOpaque(ctx!).takeUnretainedValue().pump()
+        }, context)
+        guard readEvent != nil, writeEvent != nil else {
+            close()
+            return nil
+        }
+    }
+
+    deinit { close() }
+
+    /// Moves what is readable now and waits for more.
+    public func start() { pump() }
+
+    private func pump() {
+        guard isOpen else { return }
+        var tv = timeval()
+        event_base_gettimeofday_cached(base, &tv)
+        lastActivityMilliseconds = Int64(tv.tv_sec) * 1000 + Int64(tv.tv_usec) / 1000
+        let flags = c_libevent_SPLICE_F_MOVE | c_libevent_SPLICE_F_NONBLOCK
+        for _ in 0..<Self.roundsPerWakeup {
+            // Empty the pipe first: the source is read only into an empty pipe, so EAGAIN there means "no data".
+            while inPipe > 0 {
+                let n = c_libevent_splice(pipeRead, destination, inPipe, flags)
+                if n > 0 {
+                    inPipe -= n
+                    bytesMoved += n
+                    continue
+                }
+                let e = errno
+                if n < 0 && (e == EAGAIN || e == EINTR) {
+                    wait(forWrite: true)
+                    return
+                }
+                finish(.error(n == 0 ? EPIPE : e))
+                return
+            }
+            if sourceEnded {
+                finish(.endOfStream)
+                return
+            }
+            let n = c_libevent_splice(source, pipeWrite, Int(Self.pipeBytes), flags)
+            if n > 0 {
+                inPipe = n
+            } else if n == 0 {
+                sourceEnded = true
+            } else {
+                let e = errno
+                if e == EAGAIN || e == EINTR {
+                    wait(forWrite: false)
+                } else {
+                    finish(.error(e))
+                }
+                return
+            }
+        }
+        if inPipe > 0 { wait(forWrite: true) } else { wait(forWrite: false) }
+    }
+
+    /// Arms the one event the pump waits for: the destination writable (the pipe holds bytes) or the source readable.
+    private func wait(forWrite: Bool) {
+        guard let readEvent, let writeEvent else { return }
+        if forWrite {
+            if waitingForRead { event_del(readEvent); waitingForRead = false }
+            if !waitingForWrite { event_add(writeEvent, nil); waitingForWrite = true }
+        } else {
+            if waitingForWrite { event_del(writeEvent); waitingForWrite = false }
+            if !waitingForRead { event_add(readEvent, nil); waitingForRead = true }
+        }
+    }
+
+    private func finish(_ end: End) {
+        close()
+        onEnd(end)
+    }
+
+    /// Frees the events and the pipe (bytes still in it are dropped). Idempotent; does not call `onEnd`.
+    public func close() {
+        guard isOpen else { return }
+        isOpen = false
+        if let readEvent { event_free(readEvent) }
+        if let writeEvent { event_free(writeEvent) }
+        readEvent = nil
+        writeEvent = nil
+        if pipeRead >= 0 { Glibc.close(pipeRead) }
+        if pipeWrite >= 0 { Glibc.close(pipeWrite) }
+        pipeRead = -1
+        pipeWrite = -1
+    }
+}
