@@ -47,4 +47,15 @@ static const unsigned int c_libevent_SPLICE_F_MOVE = 1;
 static const unsigned int c_libevent_SPLICE_F_NONBLOCK = 2;
 static const int c_libevent_F_SETPIPE_SZ = 1031;
 
+/// The CPUs this process may run on (sched_getaffinity(2), _GNU_SOURCE only): under `taskset` or a cpuset
+/// container that is fewer than the machine's cores. 0 when the call fails.
+int sched_getaffinity(pid_t pid, size_t cpusetsize, void *mask);
+static inline int c_libevent_sched_getaffinity_count(void) {
+    unsigned long mask[16] = {0};   /* 1 024 CPUs */
+    if (sched_getaffinity(0, sizeof mask, mask) != 0) return 0;
+    int n = 0;
+    for (int i = 0; i < 16; i++) n += __builtin_popcountl(mask[i]);
+    return n;
+}
+
 #endif

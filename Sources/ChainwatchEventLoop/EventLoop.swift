@@ -1,4 +1,5 @@
 internal import CLibevent
+import Glibc
 import Synchronization
 
 /// One libevent `event_base` and the `evdns_base` beside it. Owns both.
@@ -49,6 +50,13 @@ public final class EventLoop: @unchecked Sendable {
         if let inboxEvent { event_free(inboxEvent) }
         if let dns { evdns_base_free(dns, 0) }
         event_base_free(base)
+    }
+
+    /// CPUs this process may run on (its affinity mask, which `taskset` and cpuset containers narrow), so one loop per
+    /// usable CPU does not put two busy loops on one; the online CPU count when the mask cannot be read.
+    public static var usableCPUCount: Int {
+        let n = Int(c_libevent_sched_getaffinity_count())
+        return n > 0 ? n : max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
     /// Runs the loop on the calling thread until `stop()` or until no events remain.

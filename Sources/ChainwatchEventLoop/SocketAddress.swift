@@ -17,6 +17,10 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a numeric `ADDR:PORT`, `[V6]:PORT`, or a bare address (`127.0.0.1`, `::1`) with `port`.
     public init?(numeric text: String, port: UInt16? = nil) {
+        if let port, let address = Self.literal(text, port: port) {   // a bare address and a port: no text to format
+            self = address
+            return
+        }
         let candidates = port.map { [text.contains(":") ? "[\(text)]:\($0)" : "\(text):\($0)", text] } ?? [text]
         for candidate in candidates {
             var storage = sockaddr_storage()
@@ -32,6 +36,33 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
             }
         }
         return nil
+    }
+
+    /// `text` as a bare IPv4 or IPv6 address (inet_pton) with `port`, or nil.
+    private static func literal(_ text: String, port: UInt16) -> SocketAddress? {
+        var storage = sockaddr_storage()
+        let length: Int
+        if withUnsafeMutablePointer(to: &storage, { p in
+            p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { inet_pton(AF_INET, text, &$0.pointee.sin_addr) }
+        }) == 1 {
+            storage.ss_family = sa_family_t(AF_INET)
+            length = MemoryLayout<sockaddr_in>.size
+        } else if withUnsafeMutablePointer(to: &storage, { p in
+            p.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { inet_pton(AF_INET6, text, &$0.pointee.sin6_addr) }
+        }) == 1 {
+            storage.ss_family = sa_family_t(AF_INET6)
+            length = MemoryLayout<sockaddr_in6>.size
+        } else {
+            return nil
+        }
+        var address = SocketAddress(storage: storage, length: socklen_t(length))
+        address.port = port
+        return address
+    }
+
+    private init(storage: sockaddr_storage, length: socklen_t) {
+        self.storage = storage
+        self.length = length
     }
 
     public var family: Int32 { Int32(storage.ss_family) }

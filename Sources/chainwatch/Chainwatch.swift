@@ -21,8 +21,8 @@ struct Run: ParsableCommand {
     @Option(help: "Address to listen on, ADDR:PORT or [V6]:PORT.")
     var listen = "127.0.0.1:3128"
 
-    @Option(help: "Event loops, each on its own thread (default: one per core).")
-    var threads: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(help: "Event loops, each on its own thread (default: one per CPU the process may run on, see taskset(1)).")
+    var threads: Int = EventLoop.usableCPUCount
 
     @Option(help: "Policy file (YAML, see policies/REFERENCE.md). Default: the built-in policy: system trust, alert on every failure.")
     var policy: String?

@@ -25,11 +25,21 @@ extension ClientHello {
         guard !reader.isAtEnd else { return }
         var extensions = try reader.readVector(lengthBytes: 2, "ClientHello.extensions")
         try reader.expectEnd("ClientHello")
-        var seen = Set<UInt16>()
+        // Seen extension types: a bit each for the registry's first 64, a short list for the rest (GREASE,
+        // renegotiation_info): no hashing or set growth per hello.
+        var seenLow: UInt64 = 0
+        var seenHigh: [UInt16] = []
         while !extensions.isAtEnd {
             let type = try extensions.readUInt16("ClientHello.extension_type")
             var data = try extensions.readVector(lengthBytes: 2, "ClientHello.extension_data")
-            guard seen.insert(type).inserted else { throw .duplicateExtension(type) }
+            if type < 64 {
+                let bit: UInt64 = 1 << UInt64(type)
+                guard seenLow & bit == 0 else { throw .duplicateExtension(type) }
+                seenLow |= bit
+            } else {
+                guard !seenHigh.contains(type) else { throw .duplicateExtension(type) }
+                seenHigh.append(type)
+            }
             switch type {
             case TLSExtensionType.serverName:
                 serverName = try data.readServerName()

@@ -251,6 +251,19 @@ import Testing
         #expect(observe(clientHelloRecord(extensions: [(0, sni), (0, other)])).error == .duplicateExtension(0))
     }
 
+    /// Types below 64 and above are tracked apart (a bit each, a list): a repeat is caught on both sides of the line,
+    /// and distinct types on either side are not mistaken for repeats.
+    @Test(arguments: [(UInt16(63), UInt16(63), true), (0xFF01, 0xFF01, true), (0x0A0A, 0x0A0A, true),
+                      (63, 0xFF01, false), (1, 65, false), (0xFF01, 0x0A0A, false)])
+    func repeatedExtensionTypeIsRejected(_ first: UInt16, _ second: UInt16, _ duplicate: Bool) {
+        let result = observe(clientHelloRecord(extensions: [(first, []), (second, [])]))
+        if duplicate {
+            #expect(result.error == .duplicateExtension(second))
+        } else {
+            #expect(result.error == nil)
+        }
+    }
+
     @Test(arguments: [
         [0] + vector(2, Array("a.example".utf8)) + [0] + vector(2, Array("b.example".utf8)),
         [0] + vector(2, Array("a.exa\u{0}mple".utf8)),

@@ -1,0 +1,31 @@
+import ChainwatchEventLoop
+import Glibc
+import Testing
+
+/// `SocketAddress(numeric:port:)`: bare literals take the inet_pton path, everything else the evutil parser.
+struct SocketAddressTests {
+    @Test(arguments: [("127.0.0.1", AF_INET, "127.0.0.1:443"), ("::1", AF_INET6, "[::1]:443"),
+                      ("2001:db8::7", AF_INET6, "[2001:db8::7]:443"), ("10.0.0.255", AF_INET, "10.0.0.255:443")])
+    func bareLiteralGetsThePort(_ text: String, _ family: Int32, _ description: String) throws {
+        let address = try #require(SocketAddress(numeric: text, port: 443))
+        #expect(address.family == family)
+        #expect(address.port == 443)
+        #expect(address.description == description)
+    }
+
+    @Test func addressWithItsOwnPortKeepsIt() throws {
+        #expect(try #require(SocketAddress(numeric: "1.2.3.4:80", port: 443)).port == 80)
+        #expect(try #require(SocketAddress(numeric: "[::1]:8443")).description == "[::1]:8443")
+    }
+
+    @Test(arguments: ["example.com", "256.1.1.1", "1.2.3", "", "::g"])
+    func namesAndNonsenseAreNotLiterals(_ text: String) {
+        #expect(SocketAddress(numeric: text, port: 443) == nil)
+    }
+
+    @Test func literalEqualsTheSameAddressParsedWithItsPort() throws {
+        let fast = try #require(SocketAddress(numeric: "192.0.2.1", port: 8080))
+        let parsed = try #require(SocketAddress(numeric: "192.0.2.1:8080"))
+        #expect(fast == parsed)
+    }
+}
