@@ -21,7 +21,7 @@ BIN = os.environ.get("CHAINWATCH_BIN", str(ROOT / ".build/release/chainwatch"))
 class Proxy:
     """A running chainwatch process."""
 
-    def __init__(self, args, tmp, listen_host="127.0.0.1"):
+    def __init__(self, args, tmp, listen_host="127.0.0.1", max_files=None):
         self.port = free_port(listen_host)
         self.host = listen_host
         self.log_path = pathlib.Path(tmp) / f"chainwatch-{self.port}.log"
@@ -31,7 +31,12 @@ class Proxy:
             args = [*args, "--alert-log", str(self.alert_log)]
         self.args = [BIN, "run", "--listen", f"{bracketed}:{self.port}", "--log-level", "info", *args]
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT)
+        limit = None
+        if max_files is not None:   # RLIMIT_NOFILE for the proxy alone, to run it out of descriptors
+            import resource
+            def limit():
+                resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit)
         try:
             wait_for_port(listen_host, self.port, proc=self.proc)
         except Exception:

@@ -1,6 +1,7 @@
 """The forwarding core, end to end: real curl, openssl and Python servers through the real proxy on loopback."""
 import hashlib
 import os
+import select
 import signal
 import socket
 import struct
@@ -387,6 +388,65 @@ def test_sigterm_drains_open_tunnels_then_exits_0(start_proxy, echo_server):
         socket.create_connection(("127.0.0.1", p.port), timeout=1).close()
     s.close()
     assert p.proc.wait(5) == 0
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_out_of_descriptors_backs_off_and_serves_the_waiting_clients_later(tmp_path, echo_server):
+    """With every descriptor in use the proxy neither spins on its listener nor drops the queued clients: a tunnel
+    whose upstream socket cannot be made gets a 502 naming the cause, the rest wait in the kernel's queue and are
+    served once tunnels close."""
+    p = Proxy(["--threads", "1", "--request-timeout", "30"], tmp_path, max_files=48)
+    clients = []
+    try:
+        time.sleep(0.2)
+        for _ in range(40):   # about twice what 48 descriptors allow (each tunnel holds two)
+            s = socket.create_connection(("127.0.0.1", p.port), timeout=5)
+            s.sendall(f"CONNECT 127.0.0.1:{echo_server.port} HTTP/1.1\r\n\r\n".encode())
+            clients.append(s)
+        time.sleep(0.5)
+        answered = set(select.select(clients, [], [], 0.5)[0])
+        open_tunnels, waiting, refused = [], [], []
+        for s in clients:
+            if s not in answered:
+                waiting.append(s)
+                continue
+            status, _, _ = read_head(s)
+            if status == 200:
+                open_tunnels.append(s)
+            else:
+                assert status == 502, status
+                refused.append(s)
+        assert open_tunnels and waiting, (len(open_tunnels), len(waiting), len(refused))
+        if refused:
+            assert "too many open files" in p.output().lower()
+        before = cpu_seconds(p.pid)
+        time.sleep(1.0)
+        assert cpu_seconds(p.pid) - before < 0.3, "the proxy spun while out of descriptors"
+        for s in open_tunnels + refused:
+            s.close()
+        # Each waiting client is accepted now. While the closed tunnels' descriptors are still being released, one
+        # may find no descriptor for its upstream: it gets a 502 that says so, never silence.
+        served = 0
+        for s in waiting:
+            s.settimeout(10)
+            status, head, rest = read_head(s)
+            if status == 502:
+                assert b"too many open files" in (rest + s.recv(4096)).lower()
+                continue
+            assert status == 200, head
+            s.sendall(b"still here")
+            assert recv_exactly(s, 10) == b"still here"
+            s.close()   # its descriptors go to the next waiting client
+            served += 1
+        assert served >= len(waiting) - 2, (served, len(waiting))   # a 502 or two while the first closes settle
+    finally:
+        for s in clients:
+            s.close()
+        p.stop()
 
 
 def test_no_descriptor_leak(proxy):
