@@ -46,6 +46,7 @@ static inline int c_libevent_pipe2(int pipefd[2], int flags) { return pipe2(pipe
 static const unsigned int c_libevent_SPLICE_F_MOVE = 1;
 static const unsigned int c_libevent_SPLICE_F_NONBLOCK = 2;
 static const int c_libevent_F_SETPIPE_SZ = 1031;
+static const int c_libevent_F_GETPIPE_SZ = 1032;
 
 /// The CPUs this process may run on (sched_getaffinity(2), _GNU_SOURCE only): under `taskset` or a cpuset
 /// container that is fewer than the machine's cores. 0 when the call fails.

@@ -52,28 +52,36 @@ public final class Connection {
     /// Wraps an accepted, non-blocking socket; takes ownership of `fd`. TCP_NODELAY comes from the listener.
     public init(loop: EventLoop, fd: Int32) throws(EventLoopError) {
         base = loop.base
-        guard let input = evbuffer_new(), let output = evbuffer_new() else {
+        do {
+            (inputRaw, outputRaw) = try Self.makeBuffers()
+        } catch {
             Glibc.close(fd)
-            throw .fromErrno("evbuffer_new")
+            throw error
         }
-        inputRaw = input
-        outputRaw = output
+        try attach(fd)   // on failure deinit frees what was made and closes fd
         selfReference = Unmanaged.passRetained(self)
-        try attach(fd)
     }
 
     /// A connection not yet connected; call `connect(to:)`.
     public init(loop: EventLoop) throws(EventLoopError) {
         base = loop.base
-        guard let input = evbuffer_new(), let output = evbuffer_new() else { throw .fromErrno("evbuffer_new") }
-        inputRaw = input
-        outputRaw = output
+        (inputRaw, outputRaw) = try Self.makeBuffers()
         selfReference = Unmanaged.passRetained(self)
+    }
+
+    private static func makeBuffers() throws(EventLoopError) -> (OpaquePointer, OpaquePointer) {
+        guard let input = evbuffer_new() else { throw .fromErrno("evbuffer_new") }
+        guard let output = evbuffer_new() else {
+            let error = EventLoopError.fromErrno("evbuffer_new")
+            evbuffer_free(input)
+            throw error
+        }
+        return (input, output)
     }
 
     private func attach(_ fd: Int32) throws(EventLoopError) {
         socket = fd
-        let context = selfReference!.toOpaque()
+        let context = Unmanaged.passUnretained(self).toOpaque()   // the retained selfReference keeps it valid
         readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
             Unmanaged<Connection>.fromOpaque(ctx!).takeUnretainedValue().readable()
         }, context)

@@ -214,6 +214,7 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
 
     /// Answers the client with an error of the proxy's own, then closes gracefully. One log line.
     func refuse(status: Int, reason: String) {
+        guard phase != .closed else { return }
         logger.warning("\(status) \(reason)")
         worker.stats.refused.add(1, ordering: .relaxed)
         upstream?.close()
@@ -281,6 +282,11 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
 
     private func pumpEnded(upward: Bool, _ end: SplicePump.End) {
         switch end {
+        case .idle:
+            // The pipe is gone; the connection reads again, and a burst must move another `eagerBytes` to get a pipe.
+            lastActivity = max(lastActivity, (upward ? upPump : downPump)?.lastActivityMilliseconds ?? 0)
+            if upward { upPump = nil; relayedUp = 0 } else { downPump = nil; relayedDown = 0 }
+            (upward ? client : upstream)?.enableRead()
         case .endOfStream:
             if upward { clientSentEOF = true } else { upstreamSentEOF = true }
             finishHalfCloses()

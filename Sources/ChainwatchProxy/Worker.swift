@@ -49,9 +49,11 @@ final class Worker: @unchecked Sendable {
         nextID += 1
         let tunnel = Tunnel(id: nextID, worker: self, client: connection, clientAddress: peer)
         tunnels[tunnel.id] = tunnel
-        tunnel.start()
         if open > configuration.maxConnections {
+            // Before start(): its request (already here, see Listener) must not be parsed, let alone connected to.
             tunnel.refuse(status: 503, reason: "connection limit reached (\(configuration.maxConnections))")
+        } else {
+            tunnel.start()
         }
     }
 

@@ -343,6 +343,13 @@ def test_ipv6_listener_and_bracketed_target(start_proxy, echo_server):
 
 
 def test_connection_limit_answers_503(start_proxy, echo_server):
+    upstream_connections = []
+
+    def counting_echo(conn):
+        upstream_connections.append(1)
+        echo_handler(conn)
+
+    counting = TCPServer(counting_echo)
     p = start_proxy("--max-connections", "2")
     # Each held client has started its request: the listener defers accepting until a client has sent something
     # (TCP_DEFER_ACCEPT), so a silent one is not yet the proxy's to count.
@@ -351,15 +358,19 @@ def test_connection_limit_answers_503(start_proxy, echo_server):
         h.sendall(b"CONNECT ")
     try:
         time.sleep(0.3)
-        got, _, body = raw_request(p.port, f"CONNECT 127.0.0.1:{echo_server.port} HTTP/1.1\r\n\r\n".encode())
+        got, _, body = raw_request(p.port, f"CONNECT 127.0.0.1:{counting.port} HTTP/1.1\r\n\r\n".encode())
         assert got == 503 and b"connection limit" in body
+        time.sleep(0.2)
+        assert upstream_connections == [], "a refused client's CONNECT still reached the upstream"
     finally:
         for h in held:
             h.close()
     time.sleep(0.3)
-    s, status, _ = connect_via(p.port, f"127.0.0.1:{echo_server.port}")
+    s, status, _ = connect_via(p.port, f"127.0.0.1:{counting.port}")
     s.close()
+    counting.close()
     assert status == 200
+    assert p.output().count(" 503 ") == 1 and " 400 " not in p.output()
 
 
 def test_allow_port_refuses_other_ports(start_proxy, echo_server):

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import Proxy
-from helpers import TCPServer, connect_via
+from helpers import TCPServer, connect_via, recv_exactly
 
 MIB = 1 << 20
 
@@ -154,6 +154,34 @@ def test_upstream_reset_during_splice_resets_the_client(proxy):
                 got += len(chunk)
         assert got <= 4 * MIB
         s.close()
+    finally:
+        server.close()
+
+
+def test_quiet_tunnel_gives_its_pipe_back_and_splices_the_next_burst(proxy):
+    """Pipes are a per-user kernel budget: a spliced direction that stays quiet (2 s) releases its pipe and reads
+    through the proxy again; the next burst is byte-exact."""
+    bursts = [pattern(8 * MIB), os.urandom(8 * MIB)]
+    go = threading.Event()
+
+    def handler(conn):
+        conn.sendall(bursts[0])
+        go.wait(20)
+        conn.sendall(bursts[1])
+
+    server = TCPServer(handler)
+    try:
+        s, status, _ = connect_via(proxy.port, f"127.0.0.1:{server.port}")
+        assert status == 200
+        first = recv_exactly(s, len(bursts[0]))
+        assert first == bursts[0]
+        time.sleep(3)
+        quiet = len(pipes(proxy)) - proxy.baseline_pipes
+        go.set()
+        second = receive_all_bytes(s)
+        s.close()
+        assert second == bursts[1]
+        assert quiet == 0, "a quiet tunnel kept its pipe"
     finally:
         server.close()
 
