@@ -54,7 +54,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("connect-timeout"), help: "Seconds to connect upstream before 504.")
     var connectTimeout = 10.0
 
-    @Option(name: .customLong("request-timeout"), help: "Seconds for a client to send its request head before 408.")
+    @Option(name: .customLong("request-timeout"), help: "Seconds for a client to send its request head before 408 (counted from its first byte, or from about 1 s after it connected when it sends nothing).")
     var requestTimeout = 10.0
 
     @Option(name: .customLong("idle-timeout"), help: "Seconds a tunnel may carry no bytes before it is closed.")
