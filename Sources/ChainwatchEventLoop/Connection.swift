@@ -257,9 +257,9 @@ public final class Connection {
     /// Starts a non-blocking connect; the delegate hears `.connected` or `.error`. On `false`, `errno` says why.
     public func connect(to address: SocketAddress) -> Bool {
         guard socket < 0 else { errno = EISCONN; return false }
-        let fd = Glibc.socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = Socket.stream(family: address.family)
         guard fd >= 0 else { return false }
-        Self.setNoDelay(fd)   // before connect: the first segment already goes without Nagle's wait
+        Socket.set(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)   // before connect: the first segment goes without Nagle's wait
         do { try attach(fd) } catch { errno = error.errno; return false }
         let r = address.withSockaddr { sa, len in Glibc.connect(fd, sa, len) }
         if r != 0 && errno != EINPROGRESS { return false }
@@ -275,11 +275,6 @@ public final class Connection {
         if getsockopt(socket, SOL_SOCKET, SO_ERROR, &error, &length) != 0 { error = errno }
         if evbuffer_get_length(outputRaw) == 0 || error != 0 { disableWrite() }
         delegate?.connection(self, didReceive: error == 0 ? .connected : .error(error))
-    }
-
-    private static func setNoDelay(_ fd: Int32) {
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
     /// Half-close: no more bytes will be sent (the peer reads end-of-stream). Call once output is empty.

@@ -21,7 +21,7 @@ public final class EventLoop: @unchecked Sendable {
     public init(index: Int = 0, hostsFile: String? = nil) throws(EventLoopError) {
         _ = Self.threadsEnabled
         // epoll's changelist: an event deleted and added again (or added and deleted) within one loop turn costs one
-        // epoll_ctl, or none, instead of two. Its one hazard is dup()ed descriptors, which chainwatch never makes.
+        // epoll_ctl, or none, instead of two. Its one hazard is dup()ed descriptors registered with a loop, and chainwatch registers none.
         guard let config = event_config_new() else { throw .fromErrno("event_config_new") }
         defer { event_config_free(config) }
         event_config_set_flag(config, Int32(EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST.rawValue))

@@ -12,7 +12,7 @@ import Glibc
 public final class Listener {
     private var socket: Int32 = -1
     private var event: OpaquePointer?        // event *, EV_READ | EV_PERSIST
-    private var backoff: OpaquePointer?      // event *, timer: accepting again after EMFILE
+    private var backoff: Timer?              // accepting again after EMFILE
     private let accept: (Int32, SocketAddress) -> Void
 
     /// Seconds the kernel holds a connection that has sent nothing before handing it over anyway.
@@ -22,27 +22,23 @@ public final class Listener {
     public init(loop: EventLoop, address: SocketAddress, backlog: Int32 = 1024,
                 accept: @escaping (Int32, SocketAddress) -> Void) throws(EventLoopError) {
         self.accept = accept
-        let fd = Glibc.socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = Socket.stream(family: address.family)
         guard fd >= 0 else { throw .fromErrno("socket") }
         socket = fd
-        var one: Int32 = 1
-        var deferSeconds = Self.deferAcceptSeconds
-        let intSize = socklen_t(MemoryLayout<Int32>.size)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, intSize)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, intSize)
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, intSize)
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, &deferSeconds, intSize)
+        Socket.set(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+        Socket.set(fd, SOL_SOCKET, SO_REUSEPORT, 1)
+        Socket.set(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
+        Socket.set(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, Self.deferAcceptSeconds)
         guard address.withSockaddr({ sa, len in bind(fd, sa, len) }) == 0 else { throw failure("bind \(address)") }
         guard listen(fd, backlog) == 0 else { throw failure("listen \(address)") }
         let context = Unmanaged.passUnretained(self).toOpaque()
         event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
             Unmanaged<Listener>.fromOpaque(ctx!).takeUnretainedValue().acceptOne()
         }, context)
-        backoff = event_new(loop.base, -1, 0, { _, _, ctx in
-            let listener = Unmanaged<Listener>.fromOpaque(ctx!).takeUnretainedValue()
-            if let event = listener.event { event_add(event, nil) }
-        }, context)
-        guard let event, backoff != nil else { throw failure("event_new") }
+        backoff = Timer(loop: loop) { [unowned self] in
+            if let event { event_add(event, nil) }
+        }
+        guard let event else { throw failure("event_new") }
         event_add(event, nil)
     }
 
@@ -57,7 +53,7 @@ public final class Listener {
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let fd = withUnsafeMutablePointer(to: &storage) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                c_libevent_accept4(socket, $0, &length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+                c_libevent_accept4(socket, $0, &length, Socket.loopFlags)
             }
         }
         guard fd >= 0 else {
@@ -65,8 +61,7 @@ public final class Listener {
             if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM, let event, let backoff {
                 // Out of descriptors: the queued connection stays readable and would spin the loop. Pause 100 ms.
                 event_del(event)
-                var tv = timeval(tv_sec: 0, tv_usec: 100_000)
-                event_add(backoff, &tv)
+                backoff.schedule(milliseconds: 100)
             }
             return   // EAGAIN (another loop took it), ECONNABORTED (the client gave up): nothing to do
         }
@@ -79,8 +74,8 @@ public final class Listener {
     /// Stops accepting and closes the listening socket. Idempotent.
     public func close() {
         if let event { event_free(event) }
-        if let backoff { event_free(backoff) }
         event = nil
+        backoff?.cancel()
         backoff = nil
         if socket >= 0 { Glibc.close(socket) }
         socket = -1

@@ -17,25 +17,19 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses a numeric `ADDR:PORT`, `[V6]:PORT`, or a bare address (`127.0.0.1`, `::1`) with `port`.
     public init?(numeric text: String, port: UInt16? = nil) {
-        if let port, let address = Self.literal(text, port: port) {   // a bare address and a port: no text to format
+        if let port, let address = Self.literal(text, port: port) {   // a bare address and a port
             self = address
             return
         }
-        let candidates = port.map { [text.contains(":") ? "[\(text)]:\($0)" : "\(text):\($0)", text] } ?? [text]
-        for candidate in candidates {
-            var storage = sockaddr_storage()
-            var length = Int32(MemoryLayout<sockaddr_storage>.size)
-            let parsed = withUnsafeMutablePointer(to: &storage) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { evutil_parse_sockaddr_port(candidate, $0, &length) }
-            }
-            if parsed == 0 {
-                self.storage = storage
-                self.length = socklen_t(length)
-                if let port, self.port == 0 { self.port = port }
-                return
-            }
+        var storage = sockaddr_storage()   // ADDR:PORT, [V6]:PORT, or a bare address whose port is `port` (or 0)
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let parsed = withUnsafeMutablePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { evutil_parse_sockaddr_port(text, $0, &length) }
         }
-        return nil
+        guard parsed == 0 else { return nil }
+        self.storage = storage
+        self.length = socklen_t(length)
+        if let port, self.port == 0 { self.port = port }
     }
 
     /// `text` as a bare IPv4 or IPv6 address (inet_pton) with `port`, or nil.

@@ -19,23 +19,21 @@ public final class SplicePump {
         case idle
     }
 
-    private let base: OpaquePointer              // event_base *, borrowed
+    private let loop: EventLoop
     private let source: Int32
     private let destination: Int32
     private var pipeRead: Int32 = -1
     private var pipeWrite: Int32 = -1
     private var readEvent: OpaquePointer?        // event *, EV_READ | EV_PERSIST on source
     private var writeEvent: OpaquePointer?       // event *, EV_WRITE | EV_PERSIST on destination
-    private var idleEvent: OpaquePointer?        // event *, timer: the pump has waited `idleRelease` for the source
+    private var idleTimer: Timer?
     private var waitingForRead = false
     private var waitingForWrite = false
     private var inPipe = 0
     private var sourceEnded = false
     private var isOpen = true
     private let onEnd: (End) -> Void
-    /// Bytes delivered to the destination.
-    public private(set) var bytesMoved = 0
-    /// The loop's cached time (ms since the epoch) at the last wakeup that moved bytes.
+    /// The loop's cached time (ms since the epoch) at the pump's last wakeup.
     public private(set) var lastActivityMilliseconds: Int64 = 0
 
     /// Pipe capacity asked for (the kernel's default is 64 KiB; fewer, larger splices cost less per byte).
@@ -44,7 +42,7 @@ public final class SplicePump {
     /// pipes, which splice far slower than copying (measured: ~0.8 GiB/s against ~2 GiB/s).
     static let smallestUsefulPipe: Int32 = 64 * 1024
     /// How long the pump may wait for the source with an empty pipe before it lets the pipe go.
-    static let idleRelease = timeval(tv_sec: 2, tv_usec: 0)
+    static let idleReleaseMilliseconds = 2_000
     /// Most source reads per wakeup, so one busy tunnel cannot starve the others on its loop.
     static let roundsPerWakeup = 8
 
@@ -52,7 +50,7 @@ public final class SplicePump {
     /// `onEnd` is called once, on the loop's thread.
     public init?(loop: EventLoop, from source: Connection, to destination: Connection, onEnd: @escaping (End) -> Void) {
         guard let sourceFD = source.fd, let destinationFD = destination.fd else { return nil }
-        base = loop.base
+        self.loop = loop
         self.source = sourceFD
         self.destination = destinationFD
         self.onEnd = onEnd
@@ -68,16 +66,13 @@ public final class SplicePump {
             return nil
         }
         let context = Unmanaged.passUnretained(self).toOpaque()
-        readEvent = event_new(base, sourceFD, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
+        readEvent = event_new(loop.base, sourceFD, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
             Unmanaged<SplicePump>.fromOpaque(ctx!).takeUnretainedValue().pump()
         }, context)
-        writeEvent = event_new(base, destinationFD, Int16(EV_WRITE | EV_PERSIST), { _, _, ctx in
+        writeEvent = event_new(loop.base, destinationFD, Int16(EV_WRITE | EV_PERSIST), { _, _, ctx in
             Unmanaged<SplicePump>.fromOpaque(ctx!).takeUnretainedValue().pump()
         }, context)
-        idleEvent = event_new(base, -1, 0, { _, _, ctx in
-            Unmanaged<SplicePump>.fromOpaque(ctx!).takeUnretainedValue().idleTimeout()
-        }, context)
-        guard readEvent != nil, writeEvent != nil, idleEvent != nil else {
+        guard readEvent != nil, writeEvent != nil else {
             close()
             return nil
         }
@@ -86,13 +81,15 @@ public final class SplicePump {
     deinit { close() }
 
     /// Moves what is readable now and waits for more.
-    public func start() { pump() }
+    public func start() {
+        idleTimer = Timer(loop: loop) { [unowned self] in self.checkIdle() }
+        idleTimer?.schedule(milliseconds: Self.idleReleaseMilliseconds)
+        pump()
+    }
 
     private func pump() {
         guard isOpen else { return }
-        var tv = timeval()
-        event_base_gettimeofday_cached(base, &tv)
-        lastActivityMilliseconds = Int64(tv.tv_sec) * 1000 + Int64(tv.tv_usec) / 1000
+        lastActivityMilliseconds = loop.cachedMilliseconds
         let flags = c_libevent_SPLICE_F_MOVE | c_libevent_SPLICE_F_NONBLOCK
         for _ in 0..<Self.roundsPerWakeup {
             // Empty the pipe first: the source is read only into an empty pipe, so EAGAIN there means "no data".
@@ -100,7 +97,6 @@ public final class SplicePump {
                 let n = c_libevent_splice(pipeRead, destination, inPipe, flags)
                 if n > 0 {
                     inPipe -= n
-                    bytesMoved += n
                     continue
                 }
                 let e = errno
@@ -133,24 +129,28 @@ public final class SplicePump {
         if inPipe > 0 { wait(forWrite: true) } else { wait(forWrite: false) }
     }
 
-    /// Arms the one event the pump waits for: the destination writable (the pipe holds bytes) or the source readable
-    /// (the pipe is empty: the idle clock runs).
+    /// Arms the one event the pump waits for: the destination writable (the pipe holds bytes) or the source readable.
     private func wait(forWrite: Bool) {
-        guard let readEvent, let writeEvent, let idleEvent else { return }
+        guard let readEvent, let writeEvent else { return }
         if forWrite {
-            if waitingForRead { event_del(readEvent); event_del(idleEvent); waitingForRead = false }
+            if waitingForRead { event_del(readEvent); waitingForRead = false }
             if !waitingForWrite { event_add(writeEvent, nil); waitingForWrite = true }
         } else {
             if waitingForWrite { event_del(writeEvent); waitingForWrite = false }
             if !waitingForRead { event_add(readEvent, nil); waitingForRead = true }
-            var tv = Self.idleRelease
-            event_add(idleEvent, &tv)
         }
     }
 
-    private func idleTimeout() {
-        guard isOpen, waitingForRead, inPipe == 0 else { return }
-        finish(.idle)
+    /// The idle clock is the last wakeup's time, so busy wakeups cost no timer work; this runs every
+    /// `idleReleaseMilliseconds` at most, and lets the pipe go once the source has been quiet that long.
+    private func checkIdle() {
+        guard isOpen else { return }
+        let quiet = Int(loop.cachedMilliseconds - lastActivityMilliseconds)
+        if waitingForRead, inPipe == 0, quiet >= Self.idleReleaseMilliseconds {
+            finish(.idle)
+        } else {
+            idleTimer?.schedule(milliseconds: max(1, Self.idleReleaseMilliseconds - (waitingForRead ? quiet : 0)))
+        }
     }
 
     private func finish(_ end: End) {
@@ -164,10 +164,10 @@ public final class SplicePump {
         isOpen = false
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
-        if let idleEvent { event_free(idleEvent) }
         readEvent = nil
         writeEvent = nil
-        idleEvent = nil
+        idleTimer?.cancel()
+        idleTimer = nil
         if pipeRead >= 0 { Glibc.close(pipeRead) }
         if pipeWrite >= 0 { Glibc.close(pipeWrite) }
         pipeRead = -1

@@ -268,10 +268,12 @@ final class Tunnel: ConnectionDelegate, InspectionDelegate {
     /// path (the pump must not overtake queued bytes). Without a pipe (out of descriptors) it keeps copying.
     private func spliceIfBulk(from source: Connection, to destination: Connection) {
         let upward = source === client
-        guard worker.configuration.spliceBulk, phase == .relaying, inspection == nil, exchange == nil,
-              (upward ? upPump : downPump) == nil, (upward ? relayedUp : relayedDown) > Self.eagerBytes,
-              !(upward ? clientSentEOF : upstreamSentEOF), !(upward ? clientPaused : upstreamPaused),
-              source.input.count == 0, destination.output.count == 0 else { return }
+        // Cheapest and most often false first: this runs after every relayed read. A paused reader needs no check of
+        // its own: it implies a full output on its path.
+        guard (upward ? relayedUp : relayedDown) > Self.eagerBytes, inspection == nil, phase == .relaying,
+              (upward ? upPump : downPump) == nil, !(upward ? clientSentEOF : upstreamSentEOF),
+              source.input.count == 0, destination.output.count == 0, exchange == nil,
+              worker.configuration.spliceBulk else { return }
         guard let pump = SplicePump(loop: worker.loop, from: source, to: destination, onEnd: { [unowned self] end in
             self.pumpEnded(upward: upward, end)
         }) else { return }
