@@ -45,6 +45,13 @@ def proxy(request, tmp_path_factory):
     p.stop()
 
 
+def tunnel(proxy, server):
+    """A CONNECT tunnel to `server`, and the bytes the server (which speaks first) sent with the proxy's 200."""
+    s, status, _, early = connect_via(proxy.port, f"127.0.0.1:{server.port}", early=True)
+    assert status == 200
+    return s, early
+
+
 def receive_all(sock):
     h = hashlib.sha256()
     n = 0
@@ -66,9 +73,7 @@ def test_download_is_byte_exact_and_spliced_while_the_client_stalls(proxy):
 
     server = TCPServer(handler)
     try:
-        s, status, _ = connect_via(proxy.port, f"127.0.0.1:{server.port}")
-        assert status == 200
-        first = b""
+        s, first = tunnel(proxy, server)
         while len(first) < MIB:   # past the first 64 KiB copied eagerly, then stall with the rest in flight
             first += s.recv(MIB - len(first))
         time.sleep(0.5)
@@ -106,12 +111,11 @@ def test_both_directions_at_once_with_half_close(proxy):
 
     server = TCPServer(handler)
     try:
-        s, status, _ = connect_via(proxy.port, f"127.0.0.1:{server.port}")
-        assert status == 200
+        s, early = tunnel(proxy, server)
         received = []
 
         def reader():
-            received.append(receive_all_bytes(s))
+            received.append(early + receive_all_bytes(s))
         t = threading.Thread(target=reader)
         t.start()
         s.sendall(up)
@@ -143,9 +147,8 @@ def test_upstream_reset_during_splice_resets_the_client(proxy):
 
     server = TCPServer(handler)
     try:
-        s, status, _ = connect_via(proxy.port, f"127.0.0.1:{server.port}")
-        assert status == 200
-        got = []
+        s, early = tunnel(proxy, server)
+        got = [early]
         with pytest.raises(ConnectionResetError):
             while True:
                 chunk = s.recv(1 << 16)
@@ -172,9 +175,8 @@ def test_quiet_tunnel_gives_its_pipe_back_and_splices_the_next_burst(proxy):
 
     server = TCPServer(handler)
     try:
-        s, status, _ = connect_via(proxy.port, f"127.0.0.1:{server.port}")
-        assert status == 200
-        first = recv_exactly(s, len(bursts[0]))
+        s, first = tunnel(proxy, server)
+        first += recv_exactly(s, len(bursts[0]) - len(first))
         assert first == bursts[0]
         time.sleep(3)
         quiet = len(pipes(proxy)) - proxy.baseline_pipes
