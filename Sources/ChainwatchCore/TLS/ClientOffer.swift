@@ -1,0 +1,43 @@
+/// What a TLS client offers in its ClientHello, as chainwatch's probe repeats it: the parts a server chooses by
+/// (versions, suites, groups, signature algorithms, ALPN, SNI) and the extension set a fingerprint (JA4) reads.
+/// Pure values, GREASE left out of every list. Equal offers share one probe and one cached result.
+public struct ClientOffer: Hashable, Sendable, CustomStringConvertible {
+    /// The SNI host name as sent; nil when the client sent none (an IP literal client).
+    public var serverName: String?
+    /// ALPN protocol names, in the client's order; empty when the client sent no ALPN extension.
+    public var alpn: [String]
+    /// The supported_versions list in the client's order; empty when the extension is absent (TLS 1.2 and older:
+    /// `legacyVersion` is then the highest version offered).
+    public var versions: [TLSVersion]
+    /// The hello's own version field.
+    public var legacyVersion: TLSVersion
+    /// Every offered cipher suite code point, TLS 1.3 and older suites together, in the client's order.
+    public var cipherSuites: [UInt16]
+    /// supported_groups, in order.
+    public var supportedGroups: [UInt16]
+    /// The groups the client sent a key share for, in order (a subset of `supportedGroups`).
+    public var keyShareGroups: [UInt16]
+    /// signature_algorithms, in order.
+    public var signatureAlgorithms: [UInt16]
+    /// The extension types, in the client's order.
+    public var extensionTypes: [UInt16]
+
+    public init(serverName: String?, alpn: [String] = [], versions: [TLSVersion] = [], legacyVersion: TLSVersion = .tls1_2,
+                cipherSuites: [UInt16] = [], supportedGroups: [UInt16] = [], keyShareGroups: [UInt16] = [],
+                signatureAlgorithms: [UInt16] = [], extensionTypes: [UInt16] = []) {
+        self.serverName = serverName; self.alpn = alpn; self.versions = versions; self.legacyVersion = legacyVersion
+        self.cipherSuites = cipherSuites; self.supportedGroups = supportedGroups; self.keyShareGroups = keyShareGroups
+        self.signatureAlgorithms = signatureAlgorithms; self.extensionTypes = extensionTypes
+    }
+
+    /// The newest version offered: the highest of `versions`, else the legacy version.
+    public var maximumVersion: TLSVersion { versions.max() ?? legacyVersion }
+
+    /// `sni=example.com alpn=h2,http/1.1 max=TLSv1.3 suites=17 groups=4 shares=1`, for logs.
+    public var description: String {
+        var text = "sni=\(serverName ?? "-")"
+        if !alpn.isEmpty { text += " alpn=\(alpn.joined(separator: ","))" }
+        text += " max=\(maximumVersion) suites=\(cipherSuites.count) groups=\(supportedGroups.count) shares=\(keyShareGroups.count)"
+        return text
+    }
+}
