@@ -186,6 +186,9 @@ public final class Connection {
     }
     private var watchesOutput = false
 
+    /// Arms the write event for bytes put in `output` by other means than `write`/`send`.
+    func queueWrite() { armWrite() }
+
     /// Arms the write event while bytes are queued (or a connect is in flight).
     private func armWrite() {
         guard !isWriting, let writeEvent, evbuffer_get_length(outputRaw) > 0 || isConnecting else { return }
@@ -314,4 +317,19 @@ public final class Connection {
         if socket >= 0 { Glibc.close(socket) }
         socket = -1
     }
+}
+
+extension Connection {
+    /// Moves the first `count` bytes of `source` to this connection's output (zero-copy) and writes them when the
+    /// socket is writable; `count` equal to everything in `source` is `send(movingFrom:eager:)`.
+    public func send(_ count: Int, movingFrom source: Buffer, eager: Bool = true) {
+        if count >= source.count { return send(movingFrom: source, eager: eager) }
+        output.move(count, from: source)
+        queueWrite()
+    }
+}
+
+/// The system's words for an `errno` value, lowercased as they read in a sentence (`connection refused`).
+public func describeErrno(_ code: Int32) -> String {
+    String(cString: strerror(code)).lowercased()
 }

@@ -26,6 +26,18 @@ public struct ProxyConfiguration: Sendable {
         self.allowedClients = allowedClients; self.allowedPorts = allowedPorts; self.maxConnections = maxConnections
     }
 
+    /// What each connection's machine runs with.
+    var connectionLimits: ConnectionLimits {
+        var limits = ConnectionLimits()
+        limits.requestTimeoutMilliseconds = requestTimeoutMilliseconds
+        limits.connectTimeoutMilliseconds = connectTimeoutMilliseconds
+        limits.idleTimeoutMilliseconds = idleTimeoutMilliseconds
+        limits.maxBufferedPerDirection = maxBufferedPerDirection
+        limits.spliceBulk = spliceBulk
+        limits.allowedPorts = allowedPorts
+        return limits
+    }
+
     /// Parsed once, not per accepted connection.
     static let loopback = [CIDR("127.0.0.0/8")!, CIDR("::1/128")!]
 

@@ -12,7 +12,7 @@ final class Worker: @unchecked Sendable {
     let inspector: Inspector
     let logger: Logger
     private var listener: Listener?
-    private var tunnels: [UInt64: Tunnel] = [:]
+    private var tunnels: [UInt64: ProxyConnection] = [:]
     private var nextID: UInt64
     private var draining = false
 
@@ -47,17 +47,17 @@ final class Worker: @unchecked Sendable {
             return
         }
         nextID += 1
-        let tunnel = Tunnel(id: nextID, worker: self, client: connection, clientAddress: peer)
+        let tunnel = ProxyConnection(id: nextID, worker: self, client: connection, clientAddress: peer)
         tunnels[tunnel.id] = tunnel
         if open > configuration.maxConnections {
             // Before start(): its request (already here, see Listener) must not be parsed, let alone connected to.
-            tunnel.refuse(status: 503, reason: "connection limit reached (\(configuration.maxConnections))")
+            tunnel.refuseAtOnce(status: 503, reason: "connection limit reached (\(configuration.maxConnections))")
         } else {
             tunnel.start()
         }
     }
 
-    func tunnelClosed(_ tunnel: Tunnel) {
+    func connectionClosed(_ tunnel: ProxyConnection) {
         guard tunnels.removeValue(forKey: tunnel.id) != nil else { return }
         stats.openConnections.subtract(1, ordering: .relaxed)
         if draining && tunnels.isEmpty { loop.stop() }

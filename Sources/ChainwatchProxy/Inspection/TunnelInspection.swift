@@ -1,14 +1,6 @@
 import ChainwatchCore
 import ChainwatchEventLoop
 
-/// What the tunnel does with the inspection's outcome.
-protocol InspectionDelegate: AnyObject {
-    /// The verdict lets the tunnel go on: release held bytes and relay without watching.
-    func inspectionReleased()
-    /// The verdict blocks: close both sides; the client must not get the held server bytes.
-    func inspectionBlocked(_ finding: Finding)
-}
-
 /// The handshake inspection of one CONNECT tunnel: feeds both directions to a `HandshakeWatch`, gets the evidence
 /// it asks for (the passive chain, or a probe), judges it and reports. Loop-confined. It outlives its tunnel when a
 /// probe is in flight, so evidence is judged and logged even when the client has gone.
@@ -19,13 +11,16 @@ final class TunnelInspection {
     private var facts: TunnelFacts
     private let upstreamAddress: SocketAddress
     private var watch = HandshakeWatch()
-    weak var delegate: InspectionDelegate?
+    /// Hears the verdict once (it holds its connection weakly: a probe may answer after the connection closed).
+    private let onDecision: (InspectionDecision) -> Void
     /// Whether server bytes are held until the verdict (block rules).
     private(set) var holds: Bool
     /// Set when the verdict is in (or inspection was abandoned); the tunnel then stops feeding bytes.
     private(set) var isFinished = false
 
-    init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: TunnelFacts, upstreamAddress: SocketAddress) {
+    init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: TunnelFacts, upstreamAddress: SocketAddress,
+         onDecision: @escaping (InspectionDecision) -> Void) {
+        self.onDecision = onDecision
         self.inspector = inspector
         self.snapshot = snapshot
         self.loop = loop
@@ -135,9 +130,9 @@ final class TunnelInspection {
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds))
             }
-            delegate?.inspectionBlocked(deciding)
+            onDecision(.block("\(deciding.reason.rawValue): \(deciding.detail)"))
         } else {
-            delegate?.inspectionReleased()
+            onDecision(.release)
         }
     }
 }

@@ -1,0 +1,572 @@
+/// Every decision about one client connection, from its first request byte to its close: a CONNECT tunnel, or a
+/// keep-alive series of plain-HTTP exchanges (`ExchangeMachine`). Pure: events in, actions out. The proxy's
+/// executor owns the sockets, buffers, timer and splice pumps, carries out the actions in order, and reports what
+/// happened as further events (a verdict is an event like any other), so no decision here depends on socket I/O
+/// and each is tested with values.
+///
+/// The executor tells the machine how many bytes each side's input holds (`.readable`) and how many its output
+/// queues (`.queued`, after every action that writes), and the machine tracks both, so backpressure, holds and the
+/// splice hand-off are decided here. A side is read exactly while it has no `PauseReason`; the machine emits
+/// `.setReading` whenever that changes.
+public struct ConnectionMachine: Sendable {
+    public enum Phase: Sendable, Hashable {
+        /// Waiting for a complete request head from the client.
+        case readingRequest
+        /// Checking, resolving and connecting upstream.
+        case connecting
+        /// CONNECT: bytes flow both ways (held where inspection says so).
+        case relaying
+        /// Plain HTTP: one exchange in flight.
+        case exchanging
+        /// The proxy's own answer is sent; the client is read and discarded until it closes (so it gets the answer,
+        /// not a reset).
+        case lingering
+        case closed
+    }
+
+    public enum Event: Sendable, Equatable {
+        /// The client is accepted; its first bytes may already be buffered.
+        case started
+        /// The answer to `.vet`: nil lets the request proceed.
+        case vetted(ProxyRequest.Refusal?)
+        case resolved(addressCount: Int)
+        case resolveFailed(String)
+        case connected
+        case connectFailed(ConnectFailure)
+        /// `side`'s input now holds `buffered` bytes.
+        case readable(Side, buffered: Int)
+        /// The inspection has seen the bytes of the last `.feedInspection` for `side` (and reported what they changed).
+        case inspected(Side)
+        /// `side`'s output holds `queued` bytes (after a write, a relay, or a drain).
+        case queued(Side, Int)
+        /// `side`'s output fell to its low watermark; it holds `queued` bytes.
+        case drained(Side, queued: Int)
+        case endOfStream(Side)
+        /// A socket error (reset, refused write), in the system's words.
+        case failed(Side, String)
+        /// Inspection: `side`'s bytes stay in the proxy except the first `passing` of them (a HelloRetryRequest, which
+        /// carries no certificate, passes; its client needs it to go on).
+        case hold(Side, passing: Int)
+        /// Inspection: `side`'s bytes need not be held any longer (an alert rule, once the ClientHello picked it).
+        case flowing(Side)
+        /// Inspection: the verdict.
+        case decided(InspectionDecision)
+        /// A splice pump reading `from` ended.
+        case spliceEnded(from: Side, SpliceEnd)
+        /// The timer fired; nothing was read or written for `idleMilliseconds`.
+        case timerFired(idleMilliseconds: Int64)
+        /// The answer to `.peek`: the first bytes of `side`'s input (copied: request and response heads, plain-HTTP
+        /// bodies; never the tunnel's bytes).
+        case peeked(Side, [UInt8])
+    }
+
+    public enum LogLevel: Sendable, Hashable { case info, warning }
+
+    public enum Action: Sendable, Equatable {
+        /// Asks for a copy of the first `max` bytes of `side`'s input (answered by `.peeked`).
+        case peek(Side, max: Int)
+        /// Drops the first `count` bytes of `side`'s input.
+        case consume(Side, Int)
+        /// Asks whether this request may go on (a known-bad upstream, a plain-HTTP rule); answered by `.vetted`.
+        case vet(ProxyRequest, requestLine: String)
+        case resolve(Authority)
+        /// Connects to the resolved address at `addressIndex`, with the connect timeout.
+        case connect(addressIndex: Int)
+        /// Closes the upstream socket (a failed attempt, a finished exchange); a later `.connect` makes a new one.
+        case dropUpstream
+        /// Sends bytes of the proxy's own to `side`.
+        case write(Side, [UInt8])
+        /// Refuses with a status: log it and count it (the `write` of the answer follows).
+        case refused(status: Int, reason: String)
+        /// The tunnel is established: start inspecting its handshake (the inspection answers with `.hold`/`.decided`).
+        case startInspection
+        /// Gives the inspection `side`'s buffered input from byte `from` on; answered by `.inspected(side)`.
+        case feedInspection(Side, from: Int)
+        /// Moves the first `count` bytes of `from`'s input to the other side's output (zero-copy); `eager` sends them
+        /// at once when nothing is queued before them.
+        case relay(from: Side, count: Int, eager: Bool)
+        case setReading(Side, Bool)
+        /// `.drained` is reported when `side`'s output falls to `bytes`.
+        case setLowWatermark(Side, Int)
+        /// Hands the direction read from `from` to a splice pump (answered by `.spliceEnded`).
+        case splice(from: Side)
+        /// Half-close: no more bytes will be sent to `side`.
+        case shutdownWrite(Side)
+        /// Discards `side`'s buffered input.
+        case discardInput(Side)
+        case schedule(milliseconds: Int)
+        case cancelTimer
+        case log(LogLevel, String)
+        /// Closes both sides, those in `resetting` with an RST (their peer learns the stream did not end normally).
+        /// The last action.
+        case close(resetting: [Side])
+    }
+
+    public let limits: ConnectionLimits
+    public private(set) var phase = Phase.readingRequest
+    /// The upstream asked for (CONNECT target or the URL's authority).
+    public private(set) var target: Authority?
+    public internal(set) var exchange: ExchangeMachine?
+    /// Plain-HTTP exchanges completed on this client connection.
+    public private(set) var exchangesServed = 0
+
+    private var pauses: [Side: Set<PauseReason>] = [.client: [], .upstream: [.notConnected]]
+    private var reading: [Side: Bool] = [.client: false, .upstream: false]
+    private var buffered: [Side: Int] = [.client: 0, .upstream: 0]
+    private var queued: [Side: Int] = [.client: 0, .upstream: 0]
+    private var ended: Set<Side> = []
+    private var writeShut: Set<Side> = []
+    /// Bytes moved from each side so far, counted from the last splice hand-back.
+    private var relayed: [Side: Int] = [.client: 0, .upstream: 0]
+    private var spliced: Set<Side> = []
+    private var lowWatermarkSet: Set<Side> = []
+    private var addressCount = 0
+    private var nextAddress = 0
+    private var pendingRequest: ProxyRequest?
+    /// Inspection state: whether it is running, how many bytes of each side it has been given, and what it holds.
+    private var inspecting = false
+    private var fed: [Side: Int] = [.client: 0, .upstream: 0]
+    private var allowance: [Side: Int] = [:]
+    private var feeding: Set<Side> = []
+    /// Plain HTTP: the last response is out and the connection closes once the client has it all.
+    private(set) var closeWhenFlushed = false
+
+    public init(limits: ConnectionLimits) {
+        self.limits = limits
+    }
+
+    /// Whether `side` is paused for `reason` (for tests and logs).
+    public func isPaused(_ side: Side, for reason: PauseReason) -> Bool { pauses[side]!.contains(reason) }
+
+
+    /// Refuses a client before its request is read (over the connection limit).
+    public mutating func refuseAtOnce(status: Int, reason: String) -> [Action] {
+        var out: [Action] = []
+        refuse(status, reason, &out)
+        return out
+    }
+
+    public mutating func handle(_ event: Event) -> [Action] {
+        var out: [Action] = []
+        guard phase != .closed else { return out }
+        switch event {
+        case .started:
+            out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))
+            setReading(&out)
+        case .vetted(let refusal):
+            guard phase == .connecting, let request = pendingRequest else { break }
+            if let refusal { refuse(refusal.status, refusal.reason, &out); break }
+            let authority: Authority
+            switch request {
+            case .connect(let a): authority = a
+            case .forward(let a, _): authority = a
+            }
+            out.append(.resolve(authority))
+        case .resolved(let count):
+            guard phase == .connecting else { break }
+            addressCount = count
+            nextAddress = 0
+            connectNext(lastFailure: nil, &out)
+        case .resolveFailed(let reason):
+            guard phase == .connecting else { break }
+            refuse(502, reason, &out)
+        case .connectFailed(let failure):
+            guard phase == .connecting else { break }
+            out.append(.dropUpstream)
+            connectNext(lastFailure: failure, &out)
+        case .connected:
+            guard phase == .connecting else { break }
+            connected(&out)
+        case .readable(let side, let count):
+            buffered[side] = count
+            readable(side, &out)
+        case .inspected(let side):
+            feeding.remove(side)
+            if phase == .relaying { relay(from: side, &out) }
+        case .queued(let side, let count):
+            queued[side] = count
+            outputChanged(side, &out)
+        case .drained(let side, let count):
+            queued[side] = count
+            drained(side, &out)
+        case .endOfStream(let side):
+            endOfStream(side, &out)
+        case .failed(let side, let reason):
+            failed(side, reason, &out)
+        case .hold(let side, let passing):
+            allowance[side] = passing
+            if phase == .relaying, !feeding.contains(side), buffered[side]! > 0 { relay(from: side, &out) }
+        case .flowing(let side):
+            allowance[side] = nil
+            resume(side, .heldForVerdict)
+            setReading(&out)
+            if phase == .relaying, !feeding.contains(side), buffered[side]! > 0 { relay(from: side, &out) }
+        case .decided(let decision):
+            decided(decision, &out)
+        case .spliceEnded(let from, let end):
+            spliceEnded(from, end, &out)
+        case .timerFired(let idle):
+            timerFired(idle: idle, &out)
+        case .peeked(let side, let bytes):
+            switch phase {
+            case .readingRequest where side == .client: readRequest(bytes, &out)
+            case .exchanging: exchangeStep(side, bytes, &out)
+            default: break
+            }
+        }
+        return out
+    }
+
+    // MARK: - Request
+
+    private mutating func readRequest(_ bytes: [UInt8], _ out: inout [Action]) {
+        let limit = RequestHeadParser.defaultLimit
+        let parsed: (head: RequestHead, length: Int)?
+        do { parsed = try RequestHeadParser.parse(bytes, limit: limit) } catch {
+            refuse(error.status, error.detail, &out)
+            return
+        }
+        guard let (head, length) = parsed else { return }
+        out.append(.consume(.client, length))
+        buffered[.client]! -= min(length, buffered[.client]!)
+        let request: ProxyRequest
+        do { request = try ProxyRequest.classify(head) } catch {
+            refuse(error.status, error.reason, &out)
+            return
+        }
+        switch request {
+        case .connect(let authority):
+            if !limits.allowedPorts.isEmpty && !limits.allowedPorts.contains(authority.port) {
+                refuse(403, "CONNECT to port \(authority.port) is not allowed by --allow-port", &out)
+                return
+            }
+            target = authority
+        case .forward(let authority, let rewritten):
+            target = authority
+            exchange = ExchangeMachine(request: rewritten, originalHead: head, limits: limits)
+        }
+        phase = .connecting
+        pendingRequest = request
+        pause(.client, .awaitingUpstream)
+        setReading(&out)
+        out.append(.cancelTimer)
+        out.append(.vet(request, requestLine: "\(head.method) \(head.target)"))
+    }
+
+    /// Tries the next resolved address; when none is left, answers with the last failure.
+    private mutating func connectNext(lastFailure: ConnectFailure?, _ out: inout [Action]) {
+        guard nextAddress < addressCount else {
+            let failure = lastFailure ?? .failed("connection refused")
+            refuse(failure.status, "cannot connect to \(target!): \(failure)", &out)
+            return
+        }
+        out.append(.schedule(milliseconds: limits.connectTimeoutMilliseconds))
+        out.append(.connect(addressIndex: nextAddress))
+        nextAddress += 1
+    }
+
+    private mutating func connected(_ out: inout [Action]) {
+        out.append(.cancelTimer)
+        out.append(.schedule(milliseconds: limits.idleTimeoutMilliseconds))
+        resume(.upstream, .notConnected)
+        resume(.client, .awaitingUpstream)
+        if var exchange {
+            phase = .exchanging
+            out.append(.write(.upstream, exchange.requestHeadBytes))
+            exchange.requestSent()
+            self.exchange = exchange
+            setReading(&out)
+            if buffered[.client]! > 0 { out.append(.peek(.client, max: buffered[.client]!)) }
+            return
+        }
+        phase = .relaying
+        inspecting = true
+        out.append(.startInspection)
+        out.append(.write(.client, HTTPWriter.connectionEstablished))
+        setReading(&out)
+        if buffered[.client]! > 0 { readable(.client, &out) }
+    }
+
+    /// Answers the client with an error of the proxy's own, then lingers until it closes.
+    mutating func refuse(_ status: Int, _ reason: String, _ out: inout [Action]) {
+        if phase == .connecting || phase == .exchanging || phase == .relaying { out.append(.dropUpstream) }
+        phase = .lingering
+        inspecting = false
+        exchange = nil
+        out.append(.refused(status: status, reason: reason))
+        out.append(.write(.client, HTTPWriter.proxyResponse(status: status, body: reason)))
+        out.append(.discardInput(.client))
+        buffered[.client] = 0
+        pauses[.client] = []
+        pauses[.upstream] = [.notConnected]
+        setReading(&out)
+        out.append(.schedule(milliseconds: limits.lingerMilliseconds))
+    }
+
+    // MARK: - Relay (CONNECT)
+
+    private mutating func readable(_ side: Side, _ out: inout [Action]) {
+        switch phase {
+        case .relaying:
+            if inspecting {
+                guard !feeding.contains(side) else { return }
+                if buffered[side]! > fed[side]! {
+                    feeding.insert(side)
+                    out.append(.feedInspection(side, from: fed[side]!))
+                    fed[side] = buffered[side]
+                    return   // the relay follows `.inspected`, with whatever the inspection decided about these bytes
+                }
+            }
+            relay(from: side, &out)
+        case .readingRequest:
+            if side == .client { out.append(.peek(.client, max: RequestHeadParser.defaultLimit + 4)) }
+        case .exchanging:
+            if buffered[side]! > 0, pauses[side]!.isEmpty { out.append(.peek(side, max: buffered[side]!)) }
+        case .lingering:
+            if side == .client, buffered[.client]! > 0 {
+                out.append(.discardInput(.client))
+                buffered[.client] = 0
+            }
+        case .connecting, .closed:
+            break
+        }
+    }
+
+    /// Moves what `side` has buffered to the other side, as far as a hold allows; pauses it when held bytes reach
+    /// the hold limit.
+    private mutating func relay(from side: Side, _ out: inout [Action]) {
+        let available = buffered[side]!
+        guard available > 0 else { return }
+        var count = available
+        if inspecting, let passing = allowance[side] {
+            count = min(passing, available)
+            allowance[side] = passing - count
+            if available - count >= limits.holdLimit { pause(side, .heldForVerdict); setReading(&out) }
+        }
+        guard count > 0 else { return }
+        buffered[side] = available - count
+        fed[side] = max(0, fed[side]! - count)
+        relayed[side]! += count
+        out.append(.relay(from: side, count: count, eager: relayed[side]! <= limits.eagerBytes))
+    }
+
+    /// After bytes were queued for `side` (or it drained): pause its source when full, and perhaps splice.
+    private mutating func outputChanged(_ side: Side, _ out: inout [Action]) {
+        let source = side.other
+        if queued[side]! >= limits.maxBufferedPerDirection, !pauses[source]!.contains(.peerBackedUp) {
+            pause(source, .peerBackedUp)
+            setReading(&out)
+            out.append(.setLowWatermark(side, limits.maxBufferedPerDirection / 2))
+            lowWatermarkSet.insert(side)
+        }
+        if phase == .lingering, side == .client, queued[.client] == 0, !writeShut.contains(.client) {
+            writeShut.insert(.client)
+            out.append(.shutdownWrite(.client))
+            return
+        }
+        if phase == .exchanging { exchangeOutputChanged(side, &out); return }
+        guard phase == .relaying else { return }
+        spliceIfBulk(from: source, &out)
+        finishHalfCloses(&out)
+    }
+
+    private mutating func drained(_ side: Side, _ out: inout [Action]) {
+        let source = side.other
+        if pauses[source]!.contains(.peerBackedUp) {
+            resume(source, .peerBackedUp)
+            if lowWatermarkSet.remove(side) != nil { out.append(.setLowWatermark(side, 0)) }
+            setReading(&out)
+            if buffered[source]! > 0 {
+                readable(source, &out)
+            }
+        }
+        outputChanged(side, &out)
+    }
+
+    /// Hands a direction to a splice pump when it carries bulk, the verdict is in and nothing is buffered on its
+    /// path (a pump must not overtake queued bytes).
+    private mutating func spliceIfBulk(from source: Side, _ out: inout [Action]) {
+        guard limits.spliceBulk, relayed[source]! > limits.eagerBytes, !inspecting, phase == .relaying,
+              !spliced.contains(source), !ended.contains(source), buffered[source] == 0, queued[source.other] == 0,
+              !pauses[source]!.contains(.peerBackedUp) else { return }
+        spliced.insert(source)
+        pause(source, .spliced)
+        setReading(&out)
+        out.append(.splice(from: source))
+    }
+
+    private mutating func spliceEnded(_ source: Side, _ end: SpliceEnd, _ out: inout [Action]) {
+        guard spliced.remove(source) != nil else { return }
+        switch end {
+        case .unavailable:
+            resume(source, .spliced)
+            setReading(&out)
+        case .idle:
+            // The pipe is gone; the side is read again, and a burst must move `eagerBytes` again to get a pipe.
+            relayed[source] = 0
+            resume(source, .spliced)
+            setReading(&out)
+        case .endOfStream:
+            ended.insert(source)
+            finishHalfCloses(&out)
+        case .error(let reason):
+            out.append(.log(.info, "\(source == .client ? "upward" : "downward") splice failed: \(reason)"))
+            close(resetting: [.client, .upstream], &out)
+        }
+    }
+
+    /// Passes an end of stream on once everything before it is written; closes when both ways have ended.
+    private mutating func finishHalfCloses(_ out: inout [Action]) {
+        guard phase == .relaying else { return }
+        let upstreamDone = ended.contains(.client) && queued[.upstream] == 0 && buffered[.client] == 0
+        let clientDone = ended.contains(.upstream) && queued[.client] == 0 && buffered[.upstream] == 0
+        if upstreamDone && clientDone {
+            // Closing sends each side its FIN (nothing is left unread, so no RST); a shutdown first would be one
+            // more system call per side for nothing.
+            close(resetting: [], &out)
+            return
+        }
+        if upstreamDone, writeShut.insert(.upstream).inserted { out.append(.shutdownWrite(.upstream)) }
+        if clientDone, writeShut.insert(.client).inserted { out.append(.shutdownWrite(.client)) }
+    }
+
+    private mutating func endOfStream(_ side: Side, _ out: inout [Action]) {
+        switch phase {
+        case .relaying:
+            ended.insert(side)
+            pause(side, .ended)
+            setReading(&out)
+            finishHalfCloses(&out)
+        case .exchanging:
+            exchangeEndOfStream(side, &out)
+        case .readingRequest, .connecting, .lingering, .closed:
+            close(resetting: [], &out)
+        }
+    }
+
+    private mutating func failed(_ side: Side, _ reason: String, _ out: inout [Action]) {
+        switch (phase, side) {
+        case (.connecting, .upstream):
+            out.append(.dropUpstream)
+            connectNext(lastFailure: .failed(reason), &out)
+        case (.relaying, _):
+            out.append(.log(.info, "\(side) reset: \(reason)"))
+            close(resetting: [side.other], &out)
+        case (.exchanging, .upstream):
+            if exchange?.responseStarted == false {
+                refuse(502, "upstream failed: \(reason)", &out)
+            } else {
+                close(resetting: [.client], &out)
+            }
+        default:
+            close(resetting: [], &out)
+        }
+    }
+
+    private mutating func decided(_ decision: InspectionDecision, _ out: inout [Action]) {
+        guard phase == .relaying, inspecting else { return }
+        switch decision {
+        case .release:
+            inspecting = false
+            allowance = [:]
+            fed = [.client: 0, .upstream: 0]
+            feeding = []
+            for side in [Side.upstream, .client] {
+                resume(side, .heldForVerdict)
+            }
+            setReading(&out)
+            for side in [Side.upstream, .client] where buffered[side]! > 0 { relay(from: side, &out) }
+            finishHalfCloses(&out)
+        case .block(let reason):
+            inspecting = false
+            out.append(.log(.warning, "blocked: \(reason)"))
+            close(resetting: [], &out)
+        }
+    }
+
+    // MARK: - Timer
+
+    private mutating func timerFired(idle: Int64, _ out: inout [Action]) {
+        switch phase {
+        case .readingRequest:
+            if exchangesServed > 0 && buffered[.client] == 0 {
+                close(resetting: [], &out)   // an idle keep-alive client: close quietly
+            } else {
+                refuse(408, "no complete request within \(limits.requestTimeoutMilliseconds / 1000) s", &out)
+            }
+        case .connecting:
+            out.append(.dropUpstream)
+            connectNext(lastFailure: .timedOut, &out)
+        case .relaying, .exchanging:
+            let limit = Int64(limits.idleTimeoutMilliseconds)
+            if idle >= limit {
+                out.append(.log(.info, "idle for \(idle / 1000) s, closing"))
+                close(resetting: [], &out)
+            } else {
+                out.append(.schedule(milliseconds: Int(limit - idle)))
+            }
+        case .lingering, .closed:
+            close(resetting: [], &out)
+        }
+    }
+
+    // MARK: - Plain HTTP
+
+    mutating func consumeBuffered(_ side: Side, _ count: Int) { buffered[side] = max(0, buffered[side]! - count) }
+    func queuedBytes(_ side: Side) -> Int { queued[side]! }
+
+    mutating func pauseForExchange(_ side: Side, _ out: inout [Action]) {
+        pause(side, .exchangeInProgress)
+        setReading(&out)
+    }
+
+    /// The response is complete: drop the upstream connection and serve the next request, or close.
+    mutating func finishExchange(_ out: inout [Action]) {
+        guard let finished = exchange else { return }
+        exchangesServed += 1
+        exchange = nil
+        out.append(.dropUpstream)
+        pauses[.upstream] = [.notConnected]
+        buffered[.upstream] = 0
+        queued[.upstream] = 0
+        resume(.client, .exchangeInProgress)
+        resume(.client, .peerBackedUp)
+        if lowWatermarkSet.remove(.client) != nil { out.append(.setLowWatermark(.client, 0)) }
+        guard finished.keepAlive, finished.requestBody.isComplete else {
+            closeWhenFlushed = true
+            pause(.client, .closing)
+            setReading(&out)
+            if queued[.client] == 0 { close(resetting: [], &out) }
+            return
+        }
+        phase = .readingRequest
+        target = nil
+        pendingRequest = nil
+        out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))   // the next head, like the first
+        setReading(&out)
+        if buffered[.client]! > 0 { out.append(.peek(.client, max: RequestHeadParser.defaultLimit + 4)) }
+    }
+
+    // MARK: - Reading state
+
+    private mutating func pause(_ side: Side, _ reason: PauseReason) { pauses[side]!.insert(reason) }
+    private mutating func resume(_ side: Side, _ reason: PauseReason) { pauses[side]!.remove(reason) }
+
+    /// Emits `.setReading` for each side whose paused state changed.
+    private mutating func setReading(_ out: inout [Action]) {
+        for side in [Side.client, .upstream] {
+            let wanted = pauses[side]!.isEmpty
+            if reading[side] != wanted {
+                reading[side] = wanted
+                out.append(.setReading(side, wanted))
+            }
+        }
+    }
+
+    mutating func close(resetting: [Side], _ out: inout [Action]) {
+        phase = .closed
+        inspecting = false
+        out.append(.cancelTimer)
+        out.append(.close(resetting: resetting))
+    }
+}

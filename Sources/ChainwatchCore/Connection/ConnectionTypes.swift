@@ -1,0 +1,93 @@
+/// One of a connection's two sockets.
+public enum Side: Sendable, Hashable, CustomStringConvertible {
+    /// The client that connected to the proxy.
+    case client
+    /// The server the proxy connected to for it.
+    case upstream
+
+    /// The side bytes read from this one go to.
+    public var other: Side { self == .client ? .upstream : .client }
+
+    public var description: String { self == .client ? "client" : "upstream" }
+}
+
+/// Why a side's reads are paused. A side is read while it has no reason to be paused.
+public enum PauseReason: Sendable, Hashable {
+    /// The request head is parsed: bytes after it (an eager ClientHello, a body) wait until upstream is connected.
+    case awaitingUpstream
+    /// Not connected yet (upstream only).
+    case notConnected
+    /// The other side's output is full: the slow side throttles the fast one.
+    case peerBackedUp
+    /// Inspection holds this side's bytes until the verdict, and `holdLimit` of them are buffered.
+    case heldForVerdict
+    /// A splice pump reads this side.
+    case spliced
+    /// The side sent its end of stream.
+    case ended
+    /// Plain HTTP: a pipelined next request waits until this exchange is over.
+    case exchangeInProgress
+    /// The proxy's own error answer is out; the client is read only to discard what it sends.
+    case closing
+}
+
+/// How one splice pump ended.
+public enum SpliceEnd: Sendable, Hashable {
+    /// No pipe could be made (out of descriptors, a small pipe budget): the direction keeps copying.
+    case unavailable
+    /// Quiet for a while: the pipe was given back and the direction reads through the proxy again.
+    case idle
+    /// The source sent FIN and everything before it was delivered.
+    case endOfStream
+    /// A splice failed.
+    case error(String)
+}
+
+/// What the inspection of a tunnel decided.
+public enum InspectionDecision: Sendable, Hashable {
+    /// The verdict lets the tunnel go on: held bytes pass, nothing more is watched.
+    case release
+    /// The verdict blocks: both sides close; the client never gets the held server bytes.
+    case block(String)
+}
+
+/// A connect attempt that did not succeed.
+public enum ConnectFailure: Sendable, Hashable, CustomStringConvertible {
+    /// The attempt failed (the system's words, e.g. `connection refused`).
+    case failed(String)
+    /// No answer within the connect timeout.
+    case timedOut
+
+    /// The status a client gets when every address failed this way.
+    public var status: Int { if case .timedOut = self { 504 } else { 502 } }
+
+    public var description: String {
+        switch self {
+        case .failed(let text): text
+        case .timedOut: "connect timed out"
+        }
+    }
+}
+
+/// The limits and timeouts one connection runs with (all from `chainwatch run`'s options).
+public struct ConnectionLimits: Sendable, Hashable {
+    public var requestTimeoutMilliseconds = 10_000
+    public var connectTimeoutMilliseconds = 10_000
+    public var idleTimeoutMilliseconds = 300_000
+    /// How long a refused client may take to read the proxy's answer before it is closed.
+    public var lingerMilliseconds = 2_000
+    /// Bytes queued for one direction before its reader is paused.
+    public var maxBufferedPerDirection = 256 * 1024
+    /// Most bytes of one side held while a verdict is pending; past it, that side is not read.
+    public var holdLimit = 256 * 1024
+    /// The first bytes each way go out at once; a direction that has moved more carries bulk data.
+    public var eagerBytes = 64 * 1024
+    /// Bulk directions move by splice(2) once the verdict is in.
+    public var spliceBulk = true
+    /// Ports CONNECT may reach; empty: any.
+    public var allowedPorts: Set<UInt16> = []
+    /// Most interim (1xx) responses accepted before one final response.
+    public var maxInterimResponses = 8
+
+    public init() {}
+}

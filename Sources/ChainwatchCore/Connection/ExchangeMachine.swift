@@ -1,0 +1,160 @@
+/// One plain-HTTP exchange (an absolute-form request forwarded to its origin): the request head and body going up,
+/// interim responses, the final response head and its body coming down, and whether the client connection can
+/// carry the next request. Pure; `ConnectionMachine` drives it with the bytes it peeks and turns its results
+/// into actions.
+public struct ExchangeMachine: Sendable {
+    /// The request as forwarded (hop-by-hop fields removed, origin-form target).
+    public let request: RequestHead
+    public let method: String
+    /// `HTTP/1.0` clients get no interim (1xx) responses.
+    public let clientVersion: String
+    public private(set) var keepAlive: Bool
+    public private(set) var requestBody: BodyScanner
+    public private(set) var responseBody: BodyScanner?
+    public private(set) var interimResponses = 0
+    let limits: ConnectionLimits
+
+    /// The longest response head read.
+    public static let maxResponseHead = 64 * 1024
+
+    public init(request: RequestHead, originalHead: RequestHead, limits: ConnectionLimits) {
+        self.request = request
+        method = originalHead.method
+        clientVersion = originalHead.version
+        keepAlive = ProxyRequest.clientKeepsAlive(originalHead)
+        requestBody = BodyScanner(BodyFraming.request(originalHead) ?? .length(0))
+        self.limits = limits
+    }
+
+    var requestHeadBytes: [UInt8] { HTTPWriter.bytes(of: request) }
+    /// Whether the final response head has been read (after it, failures can only reset the client).
+    public var responseStarted: Bool { responseBody != nil }
+    mutating func requestSent() {}
+
+    /// What reading response bytes gave.
+    enum ResponseStep {
+        /// Consume `headLength` bytes and write `head` to the client (an interim head when `interim`).
+        case head(ResponseHead, headLength: Int, interim: Bool)
+        /// Move `count` body bytes to the client.
+        case body(count: Int)
+        /// Needs more bytes.
+        case wait
+        case malformedHead(String)
+        case ambiguousLength
+        case tooManyInterim
+        case malformedBody(String)
+    }
+
+    /// The next step for the response bytes in `bytes` (the start of upstream's input).
+    mutating func nextResponseStep(_ bytes: ArraySlice<UInt8>) -> ResponseStep {
+        guard var body = responseBody else {
+            let parsed: (head: ResponseHead, length: Int)?
+            do { parsed = try ResponseHead.parse(Array(bytes.prefix(Self.maxResponseHead + 4))) } catch {
+                return .malformedHead(error.detail)
+            }
+            guard let (head, length) = parsed else { return .wait }
+            guard let framing = BodyFraming.response(head, requestMethod: method) else { return .ambiguousLength }
+            var headers = ProxyRequest.endToEnd(head.headers)
+            if (100..<200).contains(head.status) {
+                // A few interim responses are normal (100 Continue, 103 Early Hints); an endless stream is an attack
+                // on the proxy's memory.
+                interimResponses += 1
+                guard interimResponses <= limits.maxInterimResponses else { return .tooManyInterim }
+                let interim = ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: head.reasonPhrase, headers: headers)
+                return .head(interim, headLength: length, interim: true)
+            }
+            if framing == .untilClose { keepAlive = false }
+            headers.append(("Via", "1.1 chainwatch"))
+            headers.append(("Connection", keepAlive ? "keep-alive" : "close"))
+            responseBody = BodyScanner(framing)
+            let final = ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: head.reasonPhrase, headers: headers)
+            return .head(final, headLength: length, interim: false)
+        }
+        guard !bytes.isEmpty else { return .wait }
+        do {
+            let used = try body.consume(bytes)
+            responseBody = body
+            return used == 0 ? .wait : .body(count: used)
+        } catch {
+            return .malformedBody("\(error)")
+        }
+    }
+
+    /// How many of `bytes` (the start of the client's input) belong to the request body.
+    mutating func requestBodyBytes(_ bytes: ArraySlice<UInt8>) throws(BodyScanner.ScanError) -> Int {
+        try requestBody.consume(bytes)
+    }
+
+    /// The upstream closed: whether that ends the response normally.
+    mutating func upstreamClosed() -> Bool {
+        guard let body = responseBody, body.endsAtClose || body.isComplete else { return false }
+        keepAlive = false
+        return true
+    }
+}
+
+extension ConnectionMachine {
+    /// Bytes peeked from `side` while an exchange is in flight.
+    mutating func exchangeStep(_ side: Side, _ bytes: [UInt8], _ out: inout [Action]) {
+        guard exchange != nil else { return }
+        if side == .client {
+            guard !exchange!.requestBody.isComplete else { return }
+            let used: Int
+            do { used = try exchange!.requestBodyBytes(bytes[...]) } catch {
+                refuse(400, "malformed chunked request body: \(error)", &out)
+                return
+            }
+            if used > 0 { moveExchangeBytes(from: .client, used, &out) }
+            if exchange!.requestBody.isComplete { pauseForExchange(.client, &out) }   // a pipelined request waits its turn
+            return
+        }
+        var rest = bytes[...]
+        while phase == .exchanging, exchange != nil {
+            switch exchange!.nextResponseStep(rest) {
+            case .wait:
+                return
+            case .malformedHead(let detail):
+                refuse(502, "upstream sent a malformed response: \(detail)", &out)
+            case .ambiguousLength:
+                refuse(502, "upstream response has an ambiguous body length", &out)
+            case .tooManyInterim:
+                out.append(.log(.warning, "upstream sent more than \(limits.maxInterimResponses) interim responses"))
+                close(resetting: [.client], &out)
+            case .malformedBody(let detail):
+                out.append(.log(.warning, "upstream sent a malformed chunked body: \(detail)"))
+                close(resetting: [.client], &out)
+            case .head(let head, let length, let interim):
+                out.append(.consume(.upstream, length))
+                consumeBuffered(.upstream, length)
+                rest = rest.dropFirst(length)
+                if !interim || exchange!.clientVersion == "HTTP/1.1" { out.append(.write(.client, HTTPWriter.bytes(of: head))) }
+            case .body(let count):
+                moveExchangeBytes(from: .upstream, count, &out)
+                rest = rest.dropFirst(count)
+                if exchange!.responseBody!.isComplete { finishExchange(&out) }
+            }
+        }
+    }
+
+    private mutating func moveExchangeBytes(from side: Side, _ count: Int, _ out: inout [Action]) {
+        consumeBuffered(side, count)
+        out.append(.relay(from: side, count: count, eager: true))
+    }
+
+    /// After bytes were queued for `side` during an exchange.
+    mutating func exchangeOutputChanged(_ side: Side, _ out: inout [Action]) {
+        if side == .client, closeWhenFlushed, queuedBytes(.client) == 0 { close(resetting: [], &out) }
+    }
+
+    mutating func exchangeEndOfStream(_ side: Side, _ out: inout [Action]) {
+        guard side == .upstream, exchange != nil else { return close(resetting: [], &out) }
+        if !exchange!.responseStarted {
+            refuse(502, "upstream closed the connection without a response", &out)
+        } else if exchange!.upstreamClosed() {
+            finishExchange(&out)
+        } else {
+            out.append(.log(.info, "upstream closed mid-response"))
+            close(resetting: [.client], &out)
+        }
+    }
+}

@@ -1,0 +1,305 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+import Glibc
+import Logging
+
+/// One client connection, executed: owns its two sockets, its timer, its splice pumps and its inspection, and runs
+/// a `ConnectionMachine` (which makes every decision) by carrying out the machine's actions and reporting what
+/// happened back to it as events. Owned by its `Worker`; lives and dies on the worker's loop.
+///
+/// Events are queued and handled one at a time (`post`): an event that an action causes (a verdict reached while
+/// bytes are fed to the inspection, a resolver that answers at once) is handled after the action that caused it,
+/// never inside it.
+final class ProxyConnection: ConnectionDelegate {
+    let id: UInt64
+    unowned let worker: Worker
+    let client: Connection
+    let clientAddress: SocketAddress
+    private var machine: ConnectionMachine
+    private var upstream: Connection?
+    private var addresses: [SocketAddress] = []
+    private var connectedAddress: SocketAddress?
+    private var pumps: [Side: SplicePump] = [:]
+    private var inspection: TunnelInspection?
+    private var snapshot: PolicySnapshot?
+    private lazy var timer = Timer(loop: worker.loop) { [unowned self] in self.timerFired() }
+    private var lastActivity: Int64 = 0
+    private var events: [ConnectionMachine.Event] = []
+    private var handling = false
+
+    init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress) {
+        self.id = id
+        self.worker = worker
+        self.client = client
+        self.clientAddress = clientAddress
+        machine = ConnectionMachine(limits: worker.configuration.connectionLimits)
+        client.delegate = self
+    }
+
+    /// The worker's logger with this connection's metadata, built only when a line is logged: swift-log's stream
+    /// handler re-renders its metadata on every set, which cost more per tunnel than parsing the request did.
+    private var logger: Logger {
+        var logger = worker.logger
+        logger[metadataKey: "tunnel.id"] = "\(id)"
+        logger[metadataKey: "source.ip"] = "\(clientAddress.ip)"
+        if let target = machine.target {
+            logger[metadataKey: "destination.domain"] = "\(target.host)"
+            logger[metadataKey: "destination.port"] = "\(target.port)"
+        }
+        return logger
+    }
+
+    func start() {
+        lastActivity = worker.loop.cachedMilliseconds
+        post(.started)
+        // The listener defers accepting until the client has sent, so its request is most likely here already.
+        client.readNow()
+    }
+
+    /// Refuses before reading anything (over the connection limit).
+    func refuseAtOnce(status: Int, reason: String) {
+        run(machine.refuseAtOnce(status: status, reason: reason))
+        drainEvents()
+    }
+
+    // MARK: - Events
+
+    func post(_ event: ConnectionMachine.Event) {
+        events.append(event)
+        drainEvents()
+    }
+
+    private func drainEvents() {
+        guard !handling else { return }
+        handling = true
+        var next = 0
+        while next < events.count {
+            let event = events[next]
+            next += 1
+            run(machine.handle(event))
+        }
+        events.removeAll(keepingCapacity: true)
+        handling = false
+    }
+
+    private func connection(_ side: Side) -> Connection? { side == .client ? client : upstream }
+    private func side(of connection: Connection) -> Side { connection === client ? .client : .upstream }
+
+    func connectionDidRead(_ connection: Connection) {
+        lastActivity = worker.loop.cachedMilliseconds
+        post(.readable(side(of: connection), buffered: connection.input.count))
+    }
+
+    func connectionDidDrain(_ connection: Connection) {
+        post(.drained(side(of: connection), queued: connection.output.count))
+    }
+
+    func connection(_ connection: Connection, didReceive event: ConnectionEvent) {
+        let side = side(of: connection)
+        switch event {
+        case .connected:
+            lastActivity = worker.loop.cachedMilliseconds
+            post(.connected)
+        case .endOfStream: post(.endOfStream(side))
+        case .error(let code): post(.failed(side, describeErrno(code)))
+        }
+    }
+
+    private func timerFired() {
+        let active = max(lastActivity, pumps.values.map(\.lastActivityMilliseconds).max() ?? 0)
+        post(.timerFired(idleMilliseconds: worker.loop.cachedMilliseconds - active))
+    }
+
+    // MARK: - Actions
+
+    private func run(_ actions: [ConnectionMachine.Action]) {
+        for action in actions { execute(action) }
+    }
+
+    private func execute(_ action: ConnectionMachine.Action) {
+        switch action {
+        case .peek(let side, let max):
+            guard let connection = connection(side) else { return }
+            events.append(.peeked(side, connection.input.peek(max: max)))
+        case .consume(let side, let count):
+            connection(side)?.input.drain(count)
+        case .vet(let request, let requestLine):
+            events.append(.vetted(vet(request, requestLine: requestLine)))
+        case .resolve(let authority):
+            worker.loop.resolve(host: authority.host, port: authority.port) { [self] result in
+                guard machine.phase == .connecting else { return }
+                switch result {
+                case .success(let found):
+                    addresses = found
+                    post(.resolved(addressCount: found.count))
+                case .failure(let error):
+                    post(.resolveFailed("\(error)"))
+                }
+            }
+        case .connect(let index):
+            connect(to: addresses[index])
+        case .dropUpstream:
+            upstream?.close()
+            upstream = nil
+        case .write(let side, let bytes):
+            guard let connection = connection(side) else { return }
+            connection.write(bytes)
+            events.append(.queued(side, connection.output.count))
+        case .refused(let status, let reason):
+            logger.warning("\(status) \(reason)")
+            worker.stats.refused.add(1, ordering: .relaxed)
+        case .startInspection:
+            startInspection()
+        case .feedInspection(let side, let offset):
+            feed(side, from: offset)
+        case .relay(let side, let count, let eager):
+            guard let source = connection(side), let destination = connection(side.other) else { return }
+            destination.send(count, movingFrom: source.input, eager: eager)
+            events.append(.queued(side.other, destination.output.count))
+        case .setReading(let side, let on):
+            guard let connection = connection(side) else { return }
+            if on { connection.enableRead() } else { connection.disableRead() }
+        case .setLowWatermark(let side, let bytes):
+            connection(side)?.setWriteLowWatermark(bytes)
+        case .splice(let side):
+            splice(from: side)
+        case .shutdownWrite(let side):
+            connection(side)?.shutdownWrite()
+        case .discardInput(let side):
+            guard let connection = connection(side) else { return }
+            connection.input.drain(connection.input.count)
+        case .schedule(let milliseconds):
+            timer.schedule(milliseconds: milliseconds)
+        case .cancelTimer:
+            timer.cancel()
+        case .log(.info, let message):
+            logger.info("\(message)")
+        case .log(.warning, let message):
+            logger.warning("\(message)")
+        case .close(let resetting):
+            for side in resetting { connection(side)?.abort() }
+            close()
+        }
+    }
+
+    private func connect(to address: SocketAddress) {
+        let connection: Connection
+        do {
+            connection = try Connection(loop: worker.loop)
+        } catch {
+            events.append(.connectFailed(.failed("\(error)")))
+            return
+        }
+        upstream = connection
+        connectedAddress = address
+        connection.delegate = self
+        if !connection.connect(to: address) {
+            let code = errno
+            connection.close()
+            upstream = nil
+            events.append(.connectFailed(.failed(describeErrno(code))))
+        }
+    }
+
+    private func splice(from side: Side) {
+        guard let source = connection(side), let destination = connection(side.other),
+              let pump = SplicePump(loop: worker.loop, from: source, to: destination, onEnd: { [unowned self] end in
+                  self.pumpEnded(side, end)
+              }) else {
+            events.append(.spliceEnded(from: side, .unavailable))
+            return
+        }
+        pumps[side] = pump
+        pump.start()
+    }
+
+    private func pumpEnded(_ side: Side, _ end: SplicePump.End) {
+        switch end {
+        case .idle:
+            lastActivity = max(lastActivity, pumps[side]?.lastActivityMilliseconds ?? 0)
+            pumps[side] = nil
+            post(.spliceEnded(from: side, .idle))
+        case .endOfStream:
+            post(.spliceEnded(from: side, .endOfStream))
+        case .error(let code):
+            post(.spliceEnded(from: side, .error(describeErrno(code))))
+        }
+    }
+
+    /// Closes both sides and leaves the worker. Idempotent.
+    private func close() {
+        guard client.isOpen || upstream != nil else { return }
+        inspection?.abandon()
+        inspection = nil
+        timer.cancel()
+        for pump in pumps.values { pump.close() }
+        pumps.removeAll()
+        client.close()
+        upstream?.close()
+        upstream = nil
+        worker.connectionClosed(self)
+    }
+}
+
+extension ProxyConnection {
+    // MARK: - Inspection
+
+    private func startInspection() {
+        worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
+        guard let snapshot, let target = machine.target, let connectedAddress else { return }
+        var facts = facts(for: target)
+        facts.upstreamIP = connectedAddress.ip
+        let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
+                                          upstreamAddress: connectedAddress) { [weak self] decision in
+            self?.post(.decided(decision))
+        }
+        self.inspection = inspection
+        events.append(.hold(.upstream, passing: 0))   // until the ClientHello picks the rule
+    }
+
+    private func feed(_ side: Side, from offset: Int) {
+        guard let inspection, let connection = connection(side) else {
+            events.append(.inspected(side))
+            return
+        }
+        let held = inspection.holdsServerBytes
+        connection.input.forEachChunk(from: offset) { chunk in
+            if side == .client { inspection.clientBytes(chunk) } else { inspection.serverBytes(chunk) }
+        }
+        if held, !inspection.holdsServerBytes { events.append(.flowing(.upstream)) }
+        events.append(.inspected(side))
+    }
+
+    /// What the alert lines say about this client and `authority`, before anything is known of the handshake.
+    private func facts(for authority: Authority) -> TunnelFacts {
+        TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host, port: authority.port)
+    }
+
+    /// Whether a request may go on: an upstream whose last verdict blocked gets `403` (and an alert line), and plain
+    /// HTTP to a host whose rule says `https_only` is alerted or, under block, refused.
+    private func vet(_ request: ProxyRequest, requestLine: String) -> ProxyRequest.Refusal? {
+        let inspector = worker.inspector
+        let now = worker.loop.cachedMilliseconds
+        switch request {
+        case .connect(let authority):
+            let snapshot = inspector.policies.snapshot
+            self.snapshot = snapshot
+            guard let bad = inspector.cache.knownBad(authority, now: now) else { return nil }
+            let rule = snapshot.policy.rule(for: authority.host, port: authority.port)
+            var evidence = bad.evidence
+            evidence?.source = .cache
+            var facts = facts(for: authority)
+            facts.serverName = evidence?.serverName
+            inspector.report(Verdict(rule: bad.rule, findings: [bad.finding]), evidence: evidence, rule: rule, tunnel: facts,
+                             nowMilliseconds: now)
+            return .init(status: 403, reason: "blocked by chainwatch: \(bad.finding.reason.rawValue): \(bad.finding.detail)")
+        case .forward(let authority, _):
+            let rule = inspector.policies.snapshot.policy.rule(for: authority.host, port: authority.port)
+            guard rule.httpsOnly else { return nil }
+            let verdict = Evaluator.verdict(for: .plainHTTP(String(requestLine.prefix(200))), rule: rule)
+            inspector.report(verdict, evidence: nil, rule: rule, tunnel: facts(for: authority), nowMilliseconds: now)
+            guard verdict.action == .block else { return nil }
+            return .init(status: 403, reason: "blocked by chainwatch: https_only: plain HTTP to \(authority.host) is not allowed")
+        }
+    }
+}
