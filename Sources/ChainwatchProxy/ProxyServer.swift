@@ -50,7 +50,7 @@ public final class ProxyServer: @unchecked Sendable {
         var watchers: [SignalWatcher] = []
         for sig in [SIGTERM, SIGINT] {
             watchers.append(SignalWatcher(loop: control, signal: sig) { [self] in
-                logger.notice("signal \(sig): draining \(workers.reduce(0) { $0 + $1.tunnelCount }) connection(s), grace \(configuration.shutdownGraceMilliseconds) ms")
+                logger.notice("signal \(sig): draining \(stats.openConnections.load(ordering: .relaxed)) connection(s), grace \(configuration.shutdownGraceMilliseconds) ms")
                 control.stop()
             })
         }

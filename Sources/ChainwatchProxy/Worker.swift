@@ -71,5 +71,4 @@ final class Worker: @unchecked Sendable {
         if tunnels.isEmpty { loop.stop() }
     }
 
-    var tunnelCount: Int { tunnels.count }
 }

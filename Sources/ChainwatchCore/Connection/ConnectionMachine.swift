@@ -270,11 +270,11 @@ public struct ConnectionMachine: Sendable {
         out.append(.schedule(milliseconds: limits.idleTimeoutMilliseconds))
         resume(.upstream, .notConnected)
         resume(.client, .awaitingUpstream)
-        if var exchange {
+        if let exchange {
             phase = .exchanging
             out.append(.write(.upstream, exchange.requestHeadBytes))
-            exchange.requestSent()
             self.exchange = exchange
+            if exchange.requestBody.isComplete { pause(.client, .exchangeInProgress) }   // a pipelined request waits its turn
             setReading(&out)
             if buffered[.client]! > 0 { out.append(.peek(.client, max: buffered[.client]!)) }
             return

@@ -29,7 +29,6 @@ public struct ExchangeMachine: Sendable {
     var requestHeadBytes: [UInt8] { HTTPWriter.bytes(of: request) }
     /// Whether the final response head has been read (after it, failures can only reset the client).
     public var responseStarted: Bool { responseBody != nil }
-    mutating func requestSent() {}
 
     /// What reading response bytes gave.
     enum ResponseStep {
@@ -128,6 +127,7 @@ extension ConnectionMachine {
                 consumeBuffered(.upstream, length)
                 rest = rest.dropFirst(length)
                 if !interim || exchange!.clientVersion == "HTTP/1.1" { out.append(.write(.client, HTTPWriter.bytes(of: head))) }
+                if !interim, exchange!.responseBody!.isComplete { finishExchange(&out) }   // no body (204, 304, HEAD)
             case .body(let count):
                 moveExchangeBytes(from: .upstream, count, &out)
                 rest = rest.dropFirst(count)

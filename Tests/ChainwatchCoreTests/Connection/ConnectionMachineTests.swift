@@ -1,0 +1,277 @@
+import Testing
+@testable import ChainwatchCore
+
+/// The connection machine without sockets: each test plays the events an executor would report and checks the
+/// actions that come out.
+@Suite struct ConnectionMachineTests {
+    static let connect = Array("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n".utf8)
+
+    /// A machine with a CONNECT tunnel established (inspection started, server bytes held until told otherwise).
+    static func established(_ limits: ConnectionLimits = ConnectionLimits()) -> ConnectionMachine {
+        var m = ConnectionMachine(limits: limits)
+        _ = m.handle(.started)
+        _ = m.handle(.readable(.client, buffered: connect.count))
+        _ = m.handle(.peeked(.client, connect))
+        _ = m.handle(.vetted(nil))
+        _ = m.handle(.resolved(addressCount: 1))
+        let actions = m.handle(.connected)
+        #expect(actions.contains(.startInspection))
+        _ = m.handle(.queued(.client, 0))
+        _ = m.handle(.hold(.upstream, passing: 0))
+        return m
+    }
+
+    @Test func connectRequestResolvesConnectsAndAnswers200() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        #expect(m.handle(.started) == [.schedule(milliseconds: 10_000), .setReading(.client, true)])
+        #expect(m.handle(.readable(.client, buffered: Self.connect.count)) == [.peek(.client, max: RequestHeadParser.defaultLimit + 4)])
+        let parsed = m.handle(.peeked(.client, Self.connect))
+        #expect(parsed.first == .consume(.client, Self.connect.count))
+        #expect(parsed.contains(.setReading(.client, false)))
+        #expect(m.isPaused(.client, for: .awaitingUpstream))
+        guard case .vet(.connect(let authority), _) = parsed.last else { Issue.record("no vet: \(parsed)"); return }
+        #expect(authority == Authority(host: "example.com", port: 443))
+        #expect(m.handle(.vetted(nil)) == [.resolve(authority)])
+        #expect(m.handle(.resolved(addressCount: 2)) == [.schedule(milliseconds: 10_000), .connect(addressIndex: 0)])
+        #expect(m.handle(.connectFailed(.failed("connection refused"))) == [.dropUpstream, .schedule(milliseconds: 10_000), .connect(addressIndex: 1)])
+        let up = m.handle(.connected)
+        #expect(up == [.cancelTimer, .schedule(milliseconds: 300_000), .startInspection,
+                       .write(.client, HTTPWriter.connectionEstablished), .setReading(.client, true), .setReading(.upstream, true)])
+        #expect(m.phase == .relaying)
+    }
+
+    @Test func partialHeadWaitsForMoreBytes() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        #expect(m.handle(.peeked(.client, Array(Self.connect.prefix(20)))) == [])
+        #expect(m.phase == .readingRequest)
+    }
+
+    @Test func everyAddressFailingAnswers502WithTheLastError() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        _ = m.handle(.peeked(.client, Self.connect))
+        _ = m.handle(.vetted(nil))
+        _ = m.handle(.resolved(addressCount: 1))
+        let out = m.handle(.connectFailed(.failed("connection refused")))
+        #expect(out.contains(.refused(status: 502, reason: "cannot connect to example.com:443: connection refused")))
+        #expect(m.phase == .lingering)
+    }
+
+    @Test func connectTimeoutAnswers504() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        _ = m.handle(.peeked(.client, Self.connect))
+        _ = m.handle(.vetted(nil))
+        _ = m.handle(.resolved(addressCount: 1))
+        let out = m.handle(.timerFired(idleMilliseconds: 10_000))
+        #expect(out.contains(.refused(status: 504, reason: "cannot connect to example.com:443: connect timed out")))
+    }
+
+    @Test func malformedRequestAnswers400AndLingers() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        let out = m.handle(.peeked(.client, Array("CONNECT nohostport HTTP/1.1\r\n\r\n".utf8)))
+        guard case .refused(400, _) = out.first(where: { if case .refused = $0 { true } else { false } }) else {
+            Issue.record("no 400: \(out)"); return
+        }
+        #expect(out.contains(.schedule(milliseconds: 2_000)))
+        #expect(m.phase == .lingering)
+        // The answer written, the client's write side is shut so it reads the answer and not a reset.
+        #expect(m.handle(.queued(.client, 0)) == [.shutdownWrite(.client)])
+        #expect(m.handle(.readable(.client, buffered: 10)) == [.discardInput(.client)])
+        #expect(m.handle(.endOfStream(.client)) == [.cancelTimer, .close(resetting: [])])
+    }
+
+    @Test func portNotAllowedAnswers403() {
+        var limits = ConnectionLimits()
+        limits.allowedPorts = [8443]
+        var m = ConnectionMachine(limits: limits)
+        _ = m.handle(.started)
+        let out = m.handle(.peeked(.client, Self.connect))
+        #expect(out.contains(.refused(status: 403, reason: "CONNECT to port 443 is not allowed by --allow-port")))
+    }
+
+    @Test func vettingRefusalAnswersWithItsStatus() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        _ = m.handle(.peeked(.client, Self.connect))
+        let out = m.handle(.vetted(.init(status: 403, reason: "blocked by chainwatch: root_mismatch")))
+        #expect(out.contains(.refused(status: 403, reason: "blocked by chainwatch: root_mismatch")))
+        #expect(!out.contains(.resolve(Authority(host: "example.com", port: 443))))
+    }
+
+    @Test func eagerClientHelloIsFedAfterConnecting() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        var head = Self.connect
+        head += [0x16, 0x03, 0x01]
+        _ = m.handle(.readable(.client, buffered: head.count))
+        _ = m.handle(.peeked(.client, head))
+        _ = m.handle(.vetted(nil))
+        _ = m.handle(.resolved(addressCount: 1))
+        let out = m.handle(.connected)
+        #expect(out.last == .feedInspection(.client, from: 0))
+        #expect(m.handle(.inspected(.client)) == [.relay(from: .client, count: 3, eager: true)])
+    }
+
+    @Test func serverBytesAreHeldUntilTheVerdictThenReleased() {
+        var m = Self.established()
+        #expect(m.handle(.readable(.upstream, buffered: 100)) == [.feedInspection(.upstream, from: 0)])
+        #expect(m.handle(.inspected(.upstream)) == [])
+        #expect(m.handle(.readable(.upstream, buffered: 150)) == [.feedInspection(.upstream, from: 100)])
+        #expect(m.handle(.inspected(.upstream)) == [])
+        #expect(m.handle(.decided(.release)) == [.relay(from: .upstream, count: 150, eager: true)])
+        // After the verdict nothing is fed: bytes go straight through.
+        _ = m.handle(.queued(.client, 0))
+        #expect(m.handle(.readable(.upstream, buffered: 10)) == [.relay(from: .upstream, count: 10, eager: true)])
+    }
+
+    @Test func aBlockClosesWithoutPassingHeldBytes() {
+        var m = Self.established()
+        _ = m.handle(.readable(.upstream, buffered: 4000))
+        _ = m.handle(.inspected(.upstream))
+        let out = m.handle(.decided(.block("root_mismatch: not the pinned root")))
+        #expect(out == [.log(.warning, "blocked: root_mismatch: not the pinned root"), .cancelTimer, .close(resetting: [])])
+        #expect(m.handle(.readable(.upstream, buffered: 4000)) == [])
+    }
+
+    @Test func aVerdictDuringTheFeedRelaysOnce() {
+        var m = Self.established()
+        _ = m.handle(.readable(.upstream, buffered: 500))
+        // The inspection decided while it was being fed: its verdict is queued before `.inspected`.
+        #expect(m.handle(.decided(.release)) == [.relay(from: .upstream, count: 500, eager: true)])
+        #expect(m.handle(.inspected(.upstream)) == [])
+    }
+
+    @Test func aHelloRetryRequestPassesWhileTheRestStaysHeld() {
+        var m = Self.established()
+        _ = m.handle(.readable(.upstream, buffered: 80))
+        _ = m.handle(.hold(.upstream, passing: 50))
+        #expect(m.handle(.inspected(.upstream)) == [.relay(from: .upstream, count: 50, eager: true)])
+        _ = m.handle(.queued(.client, 0))
+        #expect(m.handle(.readable(.upstream, buffered: 90)) == [.feedInspection(.upstream, from: 30)])
+        #expect(m.handle(.inspected(.upstream)) == [])
+        #expect(m.handle(.decided(.release)) == [.relay(from: .upstream, count: 90, eager: true)])
+    }
+
+    @Test func alertRulesStopHoldingOnceTheClientHelloIsRead() {
+        var m = Self.established()
+        _ = m.handle(.readable(.upstream, buffered: 30))
+        _ = m.handle(.inspected(.upstream))
+        #expect(m.handle(.flowing(.upstream)) == [.relay(from: .upstream, count: 30, eager: true)])
+    }
+
+    @Test func heldBytesAtTheLimitPauseTheServer() {
+        var limits = ConnectionLimits()
+        limits.holdLimit = 1000
+        var m = Self.established(limits)
+        _ = m.handle(.readable(.upstream, buffered: 1200))
+        #expect(m.handle(.inspected(.upstream)) == [.setReading(.upstream, false)])
+        #expect(m.isPaused(.upstream, for: .heldForVerdict))
+        #expect(m.handle(.decided(.release)) == [.setReading(.upstream, true), .relay(from: .upstream, count: 1200, eager: true)])
+    }
+
+    @Test func aFullOutputPausesTheReaderUntilItDrains() {
+        var m = Self.established()
+        _ = m.handle(.decided(.release))
+        #expect(m.handle(.readable(.upstream, buffered: 1000)) == [.relay(from: .upstream, count: 1000, eager: true)])
+        #expect(m.handle(.queued(.client, 300_000)) == [.setReading(.upstream, false), .setLowWatermark(.client, 131_072)])
+        #expect(m.isPaused(.upstream, for: .peerBackedUp))
+        #expect(m.handle(.drained(.client, queued: 100_000)) == [.setLowWatermark(.client, 0), .setReading(.upstream, true)])
+    }
+
+    @Test func halfClosesPassEachWayThenClose() {
+        var m = Self.established()
+        _ = m.handle(.decided(.release))
+        #expect(m.handle(.endOfStream(.client)) == [.setReading(.client, false), .shutdownWrite(.upstream)])
+        #expect(m.phase == .relaying)
+        _ = m.handle(.readable(.upstream, buffered: 10))
+        _ = m.handle(.queued(.client, 10))
+        #expect(m.handle(.endOfStream(.upstream)) == [.setReading(.upstream, false)])   // 10 bytes still queued
+        #expect(m.handle(.drained(.client, queued: 0)) == [.cancelTimer, .close(resetting: [])])
+    }
+
+    @Test func endOfStreamWaitsForQueuedBytes() {
+        var m = Self.established()
+        _ = m.handle(.decided(.release))
+        _ = m.handle(.readable(.client, buffered: 100))
+        _ = m.handle(.inspected(.client))
+        _ = m.handle(.queued(.upstream, 100))
+        #expect(m.handle(.endOfStream(.client)) == [.setReading(.client, false)])
+        #expect(m.handle(.drained(.upstream, queued: 0)) == [.shutdownWrite(.upstream)])
+    }
+
+    @Test func aResetIsPassedOnAsAReset() {
+        var m = Self.established()
+        _ = m.handle(.decided(.release))
+        #expect(m.handle(.failed(.upstream, "connection reset by peer")) ==
+                [.log(.info, "upstream reset: connection reset by peer"), .cancelTimer, .close(resetting: [.client])])
+    }
+
+    @Test func bulkDirectionsAreSplicedAfterTheVerdictOnly() {
+        var limits = ConnectionLimits()
+        limits.eagerBytes = 100
+        var m = Self.established(limits)
+        _ = m.handle(.readable(.client, buffered: 150))
+        _ = m.handle(.inspected(.client))
+        // Still inspecting: no splice, however much has moved.
+        #expect(m.handle(.queued(.upstream, 0)) == [])
+        _ = m.handle(.decided(.release))
+        _ = m.handle(.readable(.client, buffered: 10))
+        #expect(m.handle(.queued(.upstream, 0)) == [.setReading(.client, false), .splice(from: .client)])
+        #expect(m.isPaused(.client, for: .spliced))
+        #expect(m.handle(.spliceEnded(from: .client, .idle)) == [.setReading(.client, true)])
+        // After an idle hand-back a burst must move `eagerBytes` again to get a pipe.
+        _ = m.handle(.readable(.client, buffered: 10))
+        #expect(m.handle(.queued(.upstream, 0)) == [])
+    }
+
+    @Test func noPipeMeansTheDirectionKeepsCopying() {
+        var limits = ConnectionLimits()
+        limits.eagerBytes = 100
+        var m = Self.established(limits)
+        _ = m.handle(.decided(.release))
+        _ = m.handle(.readable(.upstream, buffered: 200))
+        #expect(m.handle(.queued(.client, 0)) == [.setReading(.upstream, false), .splice(from: .upstream)])
+        #expect(m.handle(.spliceEnded(from: .upstream, .unavailable)) == [.setReading(.upstream, true)])
+    }
+
+    @Test func noSpliceWithSpliceOff() {
+        var limits = ConnectionLimits()
+        limits.eagerBytes = 100
+        limits.spliceBulk = false
+        var m = Self.established(limits)
+        _ = m.handle(.decided(.release))
+        _ = m.handle(.readable(.upstream, buffered: 200))
+        #expect(m.handle(.queued(.client, 0)) == [])
+    }
+
+    @Test func aSpliceErrorResetsBothSides() {
+        var limits = ConnectionLimits()
+        limits.eagerBytes = 100
+        var m = Self.established(limits)
+        _ = m.handle(.decided(.release))
+        _ = m.handle(.readable(.upstream, buffered: 200))
+        _ = m.handle(.queued(.client, 0))
+        #expect(m.handle(.spliceEnded(from: .upstream, .error("broken pipe"))) ==
+                [.log(.info, "downward splice failed: broken pipe"), .cancelTimer, .close(resetting: [.client, .upstream])])
+    }
+
+    @Test func timeouts() {
+        var waiting = ConnectionMachine(limits: ConnectionLimits())
+        _ = waiting.handle(.started)
+        #expect(waiting.handle(.timerFired(idleMilliseconds: 10_000)).contains(.refused(status: 408, reason: "no complete request within 10 s")))
+
+        var tunnel = Self.established()
+        #expect(tunnel.handle(.timerFired(idleMilliseconds: 100_000)) == [.schedule(milliseconds: 200_000)])
+        #expect(tunnel.handle(.timerFired(idleMilliseconds: 300_000)) == [.log(.info, "idle for 300 s, closing"), .cancelTimer, .close(resetting: [])])
+    }
+
+    @Test func overTheLimitIsRefusedBeforeReading() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        let out = m.refuseAtOnce(status: 503, reason: "connection limit reached (1)")
+        #expect(out.first == .refused(status: 503, reason: "connection limit reached (1)"))
+        #expect(m.phase == .lingering)
+    }
+}

@@ -1,0 +1,114 @@
+import Testing
+@testable import ChainwatchCore
+
+/// Plain-HTTP exchanges through the connection machine, without sockets.
+@Suite struct ExchangeMachineTests {
+    static func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    /// A machine whose GET is forwarded and whose upstream is connected.
+    static func forwarding(_ request: String = "GET http://example.com/a HTTP/1.1\r\nHost: example.com\r\n\r\n") -> (ConnectionMachine, [ConnectionMachine.Action]) {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        let head = bytes(request)
+        _ = m.handle(.readable(.client, buffered: head.count))
+        _ = m.handle(.peeked(.client, head))
+        _ = m.handle(.vetted(nil))
+        _ = m.handle(.resolved(addressCount: 1))
+        let connected = m.handle(.connected)
+        return (m, connected)
+    }
+
+    @Test func requestHeadIsRewrittenAndSent() {
+        let (m, out) = Self.forwarding()
+        #expect(m.phase == .exchanging)
+        guard case .write(.upstream, let head) = out.first(where: { if case .write(.upstream, _) = $0 { true } else { false } }) else {
+            Issue.record("no head written: \(out)"); return
+        }
+        let text = String(decoding: head, as: UTF8.self)
+        #expect(text.hasPrefix("GET /a HTTP/1.1\r\n"))
+        #expect(text.contains("Via: 1.1 chainwatch"))
+    }
+
+    @Test func responseIsForwardedAndTheConnectionKeptAlive() {
+        var (m, _) = Self.forwarding()
+        let response = Self.bytes("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+        _ = m.handle(.readable(.upstream, buffered: response.count))
+        let out = m.handle(.peeked(.upstream, response))
+        let headLength = response.count - 5
+        #expect(out.first == .consume(.upstream, headLength))
+        guard case .write(.client, let head) = out.dropFirst().first else { Issue.record("no head: \(out)"); return }
+        let text = String(decoding: head, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(text.contains("Connection: keep-alive"))
+        #expect(out.contains(.relay(from: .upstream, count: 5, eager: true)))
+        #expect(out.contains(.dropUpstream))
+        #expect(out.contains(.schedule(milliseconds: 10_000)))
+        #expect(m.phase == .readingRequest)
+        #expect(m.exchangesServed == 1)
+    }
+
+    @Test func aPipelinedRequestWaitsForTheResponse() {
+        var (m, _) = Self.forwarding()
+        #expect(m.isPaused(.client, for: .exchangeInProgress))
+        let response = Self.bytes("HTTP/1.1 204 No Content\r\n\r\n")
+        _ = m.handle(.readable(.client, buffered: 40))   // the next request, already here
+        _ = m.handle(.readable(.upstream, buffered: response.count))
+        let out = m.handle(.peeked(.upstream, response))
+        #expect(out.last == .peek(.client, max: RequestHeadParser.defaultLimit + 4))
+    }
+
+    @Test func closeFramedResponseEndsTheConnection() {
+        var (m, _) = Self.forwarding()
+        let response = Self.bytes("HTTP/1.1 200 OK\r\n\r\nstream")
+        _ = m.handle(.readable(.upstream, buffered: response.count))
+        let out = m.handle(.peeked(.upstream, response))
+        guard case .write(.client, let head) = out.dropFirst().first else { Issue.record("no head: \(out)"); return }
+        #expect(String(decoding: head, as: UTF8.self).contains("Connection: close"))
+        _ = m.handle(.queued(.client, 6))
+        #expect(m.handle(.endOfStream(.upstream)).contains(.dropUpstream))
+        #expect(m.handle(.drained(.client, queued: 0)) == [.cancelTimer, .close(resetting: [])])
+    }
+
+    @Test func upstreamClosingBeforeAResponseIs502() {
+        var (m, _) = Self.forwarding()
+        let out = m.handle(.endOfStream(.upstream))
+        #expect(out.contains(.refused(status: 502, reason: "upstream closed the connection without a response")))
+    }
+
+    @Test func upstreamClosingMidBodyResetsTheClient() {
+        var (m, _) = Self.forwarding()
+        let response = Self.bytes("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+        _ = m.handle(.peeked(.upstream, response))
+        #expect(m.handle(.endOfStream(.upstream)) == [.log(.info, "upstream closed mid-response"), .cancelTimer, .close(resetting: [.client])])
+    }
+
+    @Test func malformedResponseIs502() {
+        var (m, _) = Self.forwarding()
+        let out = m.handle(.peeked(.upstream, Self.bytes("SMTP ready\r\n\r\n")))
+        #expect(out.contains { if case .refused(502, _) = $0 { true } else { false } })
+    }
+
+    @Test func interimResponsesAreBoundedAndSkippedForHTTP10() {
+        var (m, _) = Self.forwarding("GET http://example.com/ HTTP/1.0\r\nHost: example.com\r\n\r\n")
+        let interim = Self.bytes("HTTP/1.1 103 Early Hints\r\n\r\n")
+        let one = m.handle(.peeked(.upstream, interim))
+        #expect(one == [.consume(.upstream, interim.count)])   // an HTTP/1.0 client gets no interim head
+        var flood: [UInt8] = []
+        for _ in 0..<9 { flood += interim }
+        let out = m.handle(.peeked(.upstream, flood))
+        #expect(out.suffix(2) == [.cancelTimer, .close(resetting: [.client])])
+    }
+
+    @Test func chunkedRequestBodyIsForwardedAndAMalformedOneIs400() {
+        var (m, _) = Self.forwarding("POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n")
+        #expect(!m.isPaused(.client, for: .exchangeInProgress))
+        let body = Self.bytes("5\r\nhello\r\n0\r\n\r\n")
+        let out = m.handle(.peeked(.client, body))
+        #expect(out.first == .relay(from: .client, count: body.count, eager: true))
+        #expect(m.isPaused(.client, for: .exchangeInProgress))
+
+        var (bad, _) = Self.forwarding("POST http://example.com/ HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n")
+        let refused = bad.handle(.peeked(.client, Self.bytes("zz\r\n")))
+        #expect(refused.contains { if case .refused(400, _) = $0 { true } else { false } })
+    }
+}
