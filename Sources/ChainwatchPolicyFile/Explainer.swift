@@ -60,7 +60,9 @@ public enum Explainer {
         }
         step("SNI: a ClientHello naming another host than the CONNECT request → \(words(rule.sniMismatch)) (sni_mismatch).")
         out.append("Also:")
-        out.append("  - TLS 1.3 or resumed sessions are judged from chainwatch's own probe; if the probe fails → \(words(rule.onProbeError)) (probe_failed).")
+        let followsAction = rule.onProbeErrorSetting == nil ? ", as the rule's action (no on_probe_error)" : ""
+        out.append("  - TLS 1.3 or resumed sessions are judged from chainwatch's own probe; if the probe fails → \(words(rule.onProbeError))\(followsAction) (probe_failed).")
+        out.append("  - A TLS 1.3 tunnel whose visible handshake disagrees with the probe's, even after a fresh probe → \(rule.action == .block ? "blocked" : "alerted") (evidence_mismatch).")
         out.append("  - Bytes that are not TLS → \(words(rule.nonTLS)) (not_tls).")
         out.append(rule.httpsOnly
             ? "  - Plain HTTP to this host → \(rule.action == .block ? "blocked" : "alerted") (https_only)."

@@ -281,6 +281,12 @@ struct PolicyParser {
 
     /// Warnings about a rule that loads but may protect less than its author thinks.
     mutating func lintRule(_ rule: Rule, pairs: [String: Node], node: Node) {
+        if rule.action == .block, rule.onProbeError != .block {
+            let inherited = pairs["on_probe_error"] == nil ? " (inherited from defaults)" : ""
+            report(.warning, at: pairs["on_probe_error"] ?? node,
+                   "blocking rule '\(rule.name)' has on_probe_error: \(rule.onProbeError.rawValue)\(inherited): when the TLS 1.3 probe fails, its hosts are let through unchecked (fails open)",
+                   hint: "remove on_probe_error (a blocking rule then blocks on a failed probe) or write on_probe_error: block")
+        }
         if !rule.checkHostname, rule.anchors.system, rule.pins == nil || rule.pins!.isExpired(at: now) {
             report(.warning, at: pairs["hostname"] ?? node,
                    "rule '\(rule.name)' turns the hostname check off and trusts the system roots without pins: any publicly trusted certificate for any name passes",

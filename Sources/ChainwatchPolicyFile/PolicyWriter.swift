@@ -17,6 +17,9 @@ public enum PolicyWriter {
         l.append("  - name: \(quoted(name))")
         l.append("    match: [\(quoted(match))]")
         l.append("    action: \(action.rawValue)")
+        if action == .block {
+            l.append("    on_probe_error: block   # no chain from the probe (TLS 1.3, resumption): block, as without the line")
+        }
         l.append("    anchors: [\(anchors.map { $0 == "system" ? $0 : quoted($0) }.joined(separator: ", "))]")
         guard let leaf = path.first else {
             l.append("    # (no certificates: nothing to pin)")

@@ -48,3 +48,24 @@ import Testing
     #expect(Evaluator.verdict(for: .plainHTTP("GET http://x/"), rule: rule).deciding?.reason == .httpsOnly)
     #expect(Evaluator.verdict(for: .plainHTTP("GET http://x/"), rule: Rule(name: "d")).passes)
 }
+
+@Test func probeFailureFollowsTheActionUnlessSet() {
+    let blocking = Rule(name: "b", action: .block)
+    #expect(blocking.onProbeErrorSetting == nil && blocking.onProbeError == .block)
+    #expect(Evaluator.verdict(for: .probeFailed("timeout"), rule: blocking).action == .block)
+    let alerting = Rule(name: "a", action: .alert)
+    #expect(alerting.onProbeError == .alert && alerting.consequence(of: .probeFailed) == .alert)
+    #expect(Rule.builtInDefault.onProbeError == .alert)
+    // An explicit setting always wins, whatever the action.
+    var explicit = Rule(name: "e", action: .block, onProbeError: .allow)
+    #expect(explicit.consequence(of: .probeFailed) == nil)
+    explicit.action = .alert
+    explicit.onProbeError = .block
+    #expect(explicit.onProbeErrorSetting == .block && explicit.consequence(of: .probeFailed) == .block)
+}
+
+@Test func evidenceMismatchTakesTheRuleAction() {
+    #expect(Reason.evidenceMismatch.rawValue == "evidence_mismatch")
+    #expect(Rule(name: "b", action: .block).consequence(of: .evidenceMismatch) == .block)
+    #expect(Rule(name: "a", action: .alert).consequence(of: .evidenceMismatch) == .alert)
+}

@@ -37,6 +37,9 @@ public enum Reason: String, Sendable, Hashable, CaseIterable, Codable {
     case nonSystemAnchor = "non_system_anchor"
     /// Plain HTTP to a host whose rule says `https_only`.
     case httpsOnly = "https_only"
+    /// A TLS 1.3 tunnel's visible handshake (version, suite, key-share group, ServerHello extensions, encrypted flight
+    /// length) disagrees with the probe evidence it relies on, even after a fresh probe.
+    case evidenceMismatch = "evidence_mismatch"
 }
 
 /// The level of the validated path a finding is about.

@@ -33,8 +33,16 @@ public struct Rule: Sendable, Hashable {
     public var pins: PinSet? { didSet { identityCache.value = nil } }
     /// nil: no protocol floor.
     public var profile: ProtocolProfile? { didSet { identityCache.value = nil } }
-    /// When a needed probe (TLS 1.3, resumption) cannot get the chain.
-    public var onProbeError: Disposition { didSet { identityCache.value = nil } }
+    /// `on_probe_error` as written (in the rule or inherited from `defaults`); nil when nobody set it, and then
+    /// `onProbeError` follows `action`.
+    public var onProbeErrorSetting: Disposition? { didSet { identityCache.value = nil } }
+    /// When a needed probe (TLS 1.3, resumption) cannot get the chain: the setting when written, else `block` for a
+    /// blocking rule (no verdict is a bad verdict: fail closed) and `alert` for an alerting one. Setting it writes
+    /// `onProbeErrorSetting`.
+    public var onProbeError: Disposition {
+        get { onProbeErrorSetting ?? (action == .block ? .block : .alert) }
+        set { onProbeErrorSetting = newValue }
+    }
     /// When the tunnel's bytes are not TLS.
     public var nonTLS: Disposition { didSet { identityCache.value = nil } }
     /// When the ClientHello's SNI and the CONNECT host disagree.
@@ -51,15 +59,16 @@ public struct Rule: Sendable, Hashable {
 
     public init(name: String, patterns: [HostPattern] = [], action: Action = .alert, anchors: Anchors = .systemOnly,
                 checkHostname: Bool = true, pins: PinSet? = nil, profile: ProtocolProfile? = nil,
-                onProbeError: Disposition = .alert, nonTLS: Disposition = .alert, sniMismatch: Disposition = .alert,
+                onProbeError: Disposition? = nil, nonTLS: Disposition = .alert, sniMismatch: Disposition = .alert,
                 nonSystemAnchor: Disposition = .alert, httpsOnly: Bool = false, location: PolicyLocation? = nil) {
         self.name = name; self.patterns = patterns; self.action = action; self.anchors = anchors
         self.checkHostname = checkHostname; self.pins = pins; self.profile = profile
-        self.onProbeError = onProbeError; self.nonTLS = nonTLS; self.sniMismatch = sniMismatch
+        self.onProbeErrorSetting = onProbeError; self.nonTLS = nonTLS; self.sniMismatch = sniMismatch
         self.nonSystemAnchor = nonSystemAnchor; self.httpsOnly = httpsOnly; self.location = location
     }
 
-    /// The built-in default: system trust, hostname checked, everything alerts, nothing blocks.
+    /// The built-in default: system trust, hostname checked, everything alerts, nothing blocks (`on_probe_error`
+    /// unset, so it follows `action`: a file's `defaults: {action: block}` blocks on probe failures too).
     public static let builtInDefault = Rule(name: "defaults").withIdentityCached()
 
     /// Stable identity for verdict caches: name + FNV-1a 64 of the rule's content (location excluded).

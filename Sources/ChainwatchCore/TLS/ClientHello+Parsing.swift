@@ -21,6 +21,12 @@ extension ClientHello {
         alpnProtocols = []
         offersPreSharedKey = false
         offersSessionTicket = false
+        extensionTypes = []
+        supportedGroups = []
+        keyShareGroups = []
+        signatureAlgorithms = []
+        offersEarlyData = false
+        firstALPNBytes = []
         // Hellos of SSLv3-era clients end here, without an extensions block.
         guard !reader.isAtEnd else { return }
         var extensions = try reader.readVector(lengthBytes: 2, "ClientHello.extensions")
@@ -40,11 +46,22 @@ extension ClientHello {
                 guard !seenHigh.contains(type) else { throw .duplicateExtension(type) }
                 seenHigh.append(type)
             }
+            if !isGREASE(type) { extensionTypes.append(type) }
             switch type {
             case TLSExtensionType.serverName:
                 serverName = try data.readServerName()
             case TLSExtensionType.alpn:
-                alpnProtocols = try data.readALPN("ClientHello.application_layer_protocol_negotiation")
+                let names = try data.readALPNNames("ClientHello.application_layer_protocol_negotiation")
+                alpnProtocols = names.map { String(decoding: $0, as: UTF8.self) }
+                firstALPNBytes = Array(names.first ?? [])
+            case TLSExtensionType.supportedGroups:
+                supportedGroups = try data.readUInt16List(lengthBytes: 2, "ClientHello.supported_groups")
+            case TLSExtensionType.signatureAlgorithms:
+                signatureAlgorithms = try data.readUInt16List(lengthBytes: 2, "ClientHello.signature_algorithms")
+            case TLSExtensionType.keyShare:
+                keyShareGroups = try data.readKeyShareGroups()
+            case TLSExtensionType.earlyData:
+                offersEarlyData = true
             case TLSExtensionType.supportedVersions:
                 supportedVersions = try data.readSupportedVersions()
             case TLSExtensionType.preSharedKey:
@@ -58,7 +75,40 @@ extension ClientHello {
     }
 }
 
+extension ClientHello {
+    /// Parses one whole handshake message holding a ClientHello: type 1, a 3-byte length, then exactly that many
+    /// body bytes (no record header). For hellos chainwatch builds itself, such as a probe's, taken from its
+    /// handshake transcript. Throws `unexpectedHandshakeType` for another message type, `messageTooLong` past
+    /// `TLSObserver.maxHandshakeMessageLength`, `badLength` when the length disagrees with the bytes given.
+    public static func parse(handshakeMessage: some Collection<UInt8>) throws(TLSParseError) -> ClientHello {
+        var reader = ByteReader(ArraySlice(handshakeMessage))
+        let type = try reader.readUInt8("Handshake.msg_type")
+        guard type == HandshakeType.clientHello else { throw .unexpectedHandshakeType(type) }
+        let length = try reader.readUInt24("Handshake.length")
+        guard length <= TLSObserver.maxHandshakeMessageLength else { throw .messageTooLong(type: type, length: length) }
+        guard length == reader.remaining else {
+            throw .badLength(field: "Handshake.length", declared: length, available: reader.remaining)
+        }
+        return try ClientHello(parsing: reader.readRest())
+    }
+}
+
 private extension ByteReader {
+    /// The groups of a ClientHello key_share body (RFC 8446 4.2.8): a 2-byte list of entries, each a group and a
+    /// 2-byte-length key; GREASE groups left out. Nothing may follow the list.
+    mutating func readKeyShareGroups() throws(TLSParseError) -> [UInt16] {
+        let field = "ClientHello.key_share"
+        var list = try readVector(lengthBytes: 2, field)
+        try expectEnd(field)
+        var groups: [UInt16] = []
+        while !list.isAtEnd {
+            let group = try list.readUInt16(field)
+            _ = try list.readVector(lengthBytes: 2, "ClientHello.key_share.key_exchange")
+            if !isGREASE(group) { groups.append(group) }
+        }
+        return groups
+    }
+
     /// The host_name of a server_name extension body (RFC 6066 3); other name types are skipped. Nothing may follow.
     mutating func readServerName() throws(TLSParseError) -> String? {
         var list = try readVector(lengthBytes: 2, "ClientHello.server_name_list")

@@ -19,14 +19,32 @@ public struct ClientHello: Equatable, Sendable {
     public var offersPreSharedKey: Bool
     /// Whether the client presents a TLS 1.2 session ticket (a non-empty session_ticket extension).
     public var offersSessionTicket: Bool
+    /// The extension types, in the client's order.
+    public var extensionTypes: [UInt16]
+    /// The named groups of the supported_groups extension, in the client's order; empty when absent.
+    public var supportedGroups: [UInt16]
+    /// The groups of the key_share extension's entries, in order; empty when absent (TLS 1.2 clients).
+    public var keyShareGroups: [UInt16]
+    /// The signature_algorithms extension's schemes, in the client's order; empty when absent.
+    public var signatureAlgorithms: [UInt16]
+    /// Whether the client sends TLS 1.3 0-RTT data (early_data extension present).
+    public var offersEarlyData: Bool
+    /// The bytes of the first ALPN protocol name as sent (`alpnProtocols` decodes names as UTF-8, which is lossy
+    /// for the rare non-UTF-8 name); JA4 reads its first and last byte.
+    var firstALPNBytes: [UInt8]
 
     public init(legacyVersion: TLSVersion, random: [UInt8], sessionID: [UInt8], cipherSuites: [CipherSuite],
                 serverName: String?, supportedVersions: [TLSVersion], alpnProtocols: [String],
-                offersPreSharedKey: Bool, offersSessionTicket: Bool) {
+                offersPreSharedKey: Bool, offersSessionTicket: Bool, extensionTypes: [UInt16] = [],
+                supportedGroups: [UInt16] = [], keyShareGroups: [UInt16] = [], signatureAlgorithms: [UInt16] = [],
+                offersEarlyData: Bool = false) {
         self.legacyVersion = legacyVersion; self.random = random; self.sessionID = sessionID
         self.cipherSuites = cipherSuites; self.serverName = serverName; self.supportedVersions = supportedVersions
         self.alpnProtocols = alpnProtocols; self.offersPreSharedKey = offersPreSharedKey
-        self.offersSessionTicket = offersSessionTicket
+        self.offersSessionTicket = offersSessionTicket; self.extensionTypes = extensionTypes
+        self.supportedGroups = supportedGroups; self.keyShareGroups = keyShareGroups
+        self.signatureAlgorithms = signatureAlgorithms; self.offersEarlyData = offersEarlyData
+        self.firstALPNBytes = Array((alpnProtocols.first ?? "").utf8)
     }
 
     /// The newest version offered: the highest of supported_versions, else the legacy version.

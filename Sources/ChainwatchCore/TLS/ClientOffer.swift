@@ -41,3 +41,13 @@ public struct ClientOffer: Hashable, Sendable, CustomStringConvertible {
         return text
     }
 }
+
+extension ClientOffer {
+    /// The offer a client made in `hello`: every list as the client sent it, in order, GREASE left out.
+    public init(mirroring hello: ClientHello) {
+        self.init(serverName: hello.serverName, alpn: hello.alpnProtocols, versions: hello.supportedVersions,
+                  legacyVersion: hello.legacyVersion, cipherSuites: hello.cipherSuites.map(\.rawValue),
+                  supportedGroups: hello.supportedGroups, keyShareGroups: hello.keyShareGroups,
+                  signatureAlgorithms: hello.signatureAlgorithms, extensionTypes: hello.extensionTypes)
+    }
+}

@@ -12,6 +12,8 @@ extension ServerHello {
         version = legacyVersion
         alpnProtocol = nil
         acceptsPreSharedKey = false
+        extensionTypes = []
+        keyShareGroup = nil
         guard !reader.isAtEnd else { return }
         var extensions = try reader.readVector(lengthBytes: 2, "ServerHello.extensions")
         try reader.expectEnd("ServerHello")
@@ -20,6 +22,7 @@ extension ServerHello {
             let type = try extensions.readUInt16("ServerHello.extension_type")
             var data = try extensions.readVector(lengthBytes: 2, "ServerHello.extension_data")
             guard seen.insert(type).inserted else { throw .duplicateExtension(type) }
+            if !isGREASE(type) { extensionTypes.append(type) }
             switch type {
             case TLSExtensionType.supportedVersions:
                 version = TLSVersion(rawValue: try data.readUInt16("ServerHello.supported_versions"))
@@ -31,6 +34,12 @@ extension ServerHello {
                 alpnProtocol = names[0]
             case TLSExtensionType.preSharedKey:
                 acceptsPreSharedKey = true
+            case TLSExtensionType.keyShare:
+                // RFC 8446 4.2.8: a HelloRetryRequest names only the selected group; a ServerHello sends one entry.
+                let field = "ServerHello.key_share"
+                keyShareGroup = try data.readUInt16(field)
+                if !isHelloRetryRequest { _ = try data.readVector(lengthBytes: 2, "ServerHello.key_share.key_exchange") }
+                try data.expectEnd(field)
             default:
                 break
             }

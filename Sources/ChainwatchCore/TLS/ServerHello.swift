@@ -21,12 +21,19 @@ public struct ServerHello: Equatable, Sendable {
     public var acceptsPreSharedKey: Bool
     /// Whether this is a HelloRetryRequest: the server wants another ClientHello, and a real ServerHello follows.
     public var isHelloRetryRequest: Bool
+    /// The extension types, in the server's order (GREASE left out, though servers send none).
+    public var extensionTypes: [UInt16]
+    /// TLS 1.3: the group of the server's key_share; in a HelloRetryRequest, the `selected_group` the client must
+    /// retry with. Nil without a key_share extension (TLS 1.2, or a pure pre-shared-key resumption).
+    public var keyShareGroup: UInt16?
 
     public init(legacyVersion: TLSVersion, version: TLSVersion, random: [UInt8], sessionID: [UInt8],
-                cipherSuite: CipherSuite, alpnProtocol: String?, acceptsPreSharedKey: Bool, isHelloRetryRequest: Bool) {
+                cipherSuite: CipherSuite, alpnProtocol: String?, acceptsPreSharedKey: Bool, isHelloRetryRequest: Bool,
+                extensionTypes: [UInt16] = [], keyShareGroup: UInt16? = nil) {
         self.legacyVersion = legacyVersion; self.version = version; self.random = random; self.sessionID = sessionID
         self.cipherSuite = cipherSuite; self.alpnProtocol = alpnProtocol; self.acceptsPreSharedKey = acceptsPreSharedKey
-        self.isHelloRetryRequest = isHelloRetryRequest
+        self.isHelloRetryRequest = isHelloRetryRequest; self.extensionTypes = extensionTypes
+        self.keyShareGroup = keyShareGroup
     }
 
     /// Whether this hello resumes a session the client offered, so no Certificate will follow:

@@ -6,8 +6,8 @@
 /// remains; malformed input throws a `TLSParseError`, and every later `next()` throws the same error.
 ///
 /// Once the handshake is encrypted (after a TLS 1.3 ServerHello, a ChangeCipherSpec, or the first application data
-/// record) it reports `.encrypted` once, frees its buffers and ignores further bytes, so a finished observer costs
-/// nothing to keep feeding. A ChangeCipherSpec after a HelloRetryRequest is TLS 1.3 middlebox compatibility and is
+/// record) it reports `.encrypted` once, frees its buffers and ignores further bytes (beyond the opt-in record
+/// header walk below), so a finished observer costs nothing to keep feeding. A ChangeCipherSpec after a HelloRetryRequest is TLS 1.3 middlebox compatibility and is
 /// skipped, so the real ServerHello is still read. The client direction cannot see that HelloRetryRequest: there
 /// the ChangeCipherSpec a TLS 1.3 client may send before its second ClientHello ends parsing (the second hello
 /// must repeat the first one's server name and ALPN, RFC 8446 4.1.2). Not thread-safe: one tunnel direction, one
@@ -15,6 +15,12 @@
 ///
 /// Memory: the bytes appended since the last `next()` that returned nil, plus the reassembly buffer, which never
 /// holds more than `maxReassemblyLength` bytes.
+///
+/// Record headers after encryption (opt-in, `init(tracksEncryptedRecords: true)`): once the stream is encrypted
+/// the observer keeps walking record headers, skipping payloads as they pass without buffering them (constant
+/// memory, any chunking), and lists each record's content type and length in `encryptedRecords`: what a TLS 1.3
+/// tunnel shows of the server's encrypted flight. ChangeCipherSpec records are skipped. The walk stops for good
+/// after `maxTrackedEncryptedRecords` records or at a header that can never be valid (`encryptedRecordTracking`).
 public struct TLSObserver: Sendable {
     /// The largest record payload of a plaintext content type (handshake, alert, change_cipher_spec): 2^14.
     public static let maxPlaintextRecordLength = 16_384
@@ -27,6 +33,9 @@ public struct TLSObserver: Sendable {
     /// message header announcing more than `maxHandshakeMessageLength` fails at once, so the buffer holds at most an
     /// incomplete message (header included) plus one record.
     public static let maxReassemblyLength = 4 + maxHandshakeMessageLength + maxPlaintextRecordLength
+    /// The most records `encryptedRecords` lists. A TLS 1.3 server's first encrypted flight is 1-8 records (one per
+    /// message, or a few messages per record); 32 also covers tickets and the first response records.
+    public static let maxTrackedEncryptedRecords = 32
 
     private enum Phase: Sendable {
         /// No record header seen yet: bytes that cannot start TLS are `.notTLS`.
@@ -61,12 +70,41 @@ public struct TLSObserver: Sendable {
     /// Set by a HelloRetryRequest: a ChangeCipherSpec is then TLS 1.3 middlebox compatibility, not encryption.
     private var changeCipherSpecIsCompatibility = false
 
-    public init() {}
+    /// Stream bytes in complete records the observer has consumed, counted from the first byte appended; it changes
+    /// only inside `next()`. Right after `next()` returns a fact, it is the offset just past the record that
+    /// completed the fact's message (facts from one record share it): after a HelloRetryRequest, where that record
+    /// ends, so the bytes before it can be passed on alone. After `.encrypted` it stays at the end of the last
+    /// record the parser read (the TLS 1.3 ServerHello's, the ChangeCipherSpec's, or the first application data
+    /// record's); the encrypted record walk does not move it. Bytes of an incomplete record are not counted.
+    public private(set) var consumedByteCount = 0
+    /// The records after the stream turned encrypted, in order, ChangeCipherSpec records left out; at most
+    /// `maxTrackedEncryptedRecords`. A record is listed once its header arrived (its payload may still be on the
+    /// way). Empty unless the observer was made with `tracksEncryptedRecords: true`.
+    public private(set) var encryptedRecords: [EncryptedRecord] = []
+    /// Where the walk over encrypted record headers stands.
+    public private(set) var encryptedRecordTracking: EncryptedRecordTracking
+    /// The payload bytes of `encryptedRecords` together: the length of the encrypted flight seen so far.
+    public var encryptedRecordBytes: Int { encryptedRecords.reduce(0) { $0 + $1.length } }
 
-    /// Adds the next bytes of the stream. Dropped once the observer has finished or failed.
+    /// Header bytes of the encrypted record being walked, oldest in the high bits.
+    private var walkedHeader: UInt64 = 0
+    private var walkedHeaderCount = 0
+    /// Payload bytes of the walked record still to pass.
+    private var walkedPayloadLeft = 0
+
+    /// - Parameter tracksEncryptedRecords: keep walking record headers after encryption (`encryptedRecords`).
+    public init(tracksEncryptedRecords: Bool = false) {
+        encryptedRecordTracking = tracksEncryptedRecords ? .waiting : .off
+    }
+
+    /// Adds the next bytes of the stream. Once the observer has finished they only advance the encrypted record
+    /// walk, if one is under way; after a failure they are dropped.
     public mutating func append(_ bytes: some Collection<UInt8>) {
         switch phase {
-        case .finished, .failed: return
+        case .failed: return
+        case .finished:
+            walkEncryptedRecords(bytes)
+            return
         case .start, .plaintext, .encryptionBegins: break
         }
         compactInput()
@@ -92,6 +130,8 @@ public struct TLSObserver: Sendable {
 
     /// Bytes held by the reassembly buffers (for tests of the memory bound).
     var reassemblyByteCount: Int { handshake.count + alertBytes.count }
+    /// Every byte buffered: input not yet consumed and the reassembly buffers (for tests of the memory bound).
+    var bufferedByteCount: Int { input.count + reassemblyByteCount }
 
     private mutating func step() throws(TLSParseError) -> HandshakeFact? {
         while true {
@@ -130,7 +170,8 @@ public struct TLSObserver: Sendable {
                 guard handshakeStart == handshake.count else { throw .changeCipherSpecInsideMessage }
                 if !changeCipherSpecIsCompatibility { return finish() }
             default:
-                return finish()
+                // Application data: already encrypted, the first record of the encrypted stream.
+                return finish(firstEncryptedRecord: EncryptedRecord(contentType: record.type, length: record.payload.count))
             }
         }
     }
@@ -159,6 +200,7 @@ public struct TLSObserver: Sendable {
         guard available >= Self.recordHeaderLength + length else { return nil }
         let payloadStart = inputStart + Self.recordHeaderLength
         inputStart = payloadStart + length
+        consumedByteCount += Self.recordHeaderLength + length
         return (type, input[payloadStart..<inputStart])
     }
 
@@ -183,11 +225,59 @@ public struct TLSObserver: Sendable {
         inputStart = 0
     }
 
-    /// Stops parsing for good: the rest of the stream is encrypted.
-    private mutating func finish() -> HandshakeFact {
+    /// Stops parsing for good: the rest of the stream is encrypted. Starts the encrypted record walk, if asked for,
+    /// with the bytes already appended after the last record read.
+    private mutating func finish(firstEncryptedRecord: EncryptedRecord? = nil) -> HandshakeFact {
         phase = .finished
+        let rest = input[inputStart...]
         release()
+        if encryptedRecordTracking == .waiting {
+            encryptedRecordTracking = .tracking
+            if let firstEncryptedRecord { encryptedRecords.append(firstEncryptedRecord) }
+            walkEncryptedRecords(rest)
+        }
         return .encrypted
+    }
+
+    /// Advances the encrypted record walk over the next stream bytes: header bytes are gathered (five at most),
+    /// payload bytes only counted.
+    private mutating func walkEncryptedRecords(_ bytes: some Collection<UInt8>) {
+        var index = bytes.startIndex
+        while index != bytes.endIndex, encryptedRecordTracking == .tracking {
+            if walkedPayloadLeft > 0 {
+                let step = min(walkedPayloadLeft, bytes.distance(from: index, to: bytes.endIndex))
+                index = bytes.index(index, offsetBy: step)
+                walkedPayloadLeft -= step
+                continue
+            }
+            walkedHeader = walkedHeader << 8 | UInt64(bytes[index])
+            walkedHeaderCount += 1
+            index = bytes.index(after: index)
+            if walkedHeaderCount == Self.recordHeaderLength { walkedHeaderComplete() }
+        }
+    }
+
+    /// Judges and lists the record header just gathered.
+    private mutating func walkedHeaderComplete() {
+        let type = UInt8(truncatingIfNeeded: walkedHeader >> 32)
+        let version = UInt16(truncatingIfNeeded: walkedHeader >> 16)
+        let length = Int(walkedHeader & 0xFFFF)
+        walkedHeader = 0
+        walkedHeaderCount = 0
+        guard (Self.contentChangeCipherSpec...Self.contentApplicationData).contains(type), version >> 8 == 3,
+              length <= Self.maxCiphertextRecordLength,
+              type != Self.contentChangeCipherSpec || length == 1 else {
+            encryptedRecordTracking = .invalidHeader
+            return
+        }
+        if type != Self.contentChangeCipherSpec {
+            guard encryptedRecords.count < Self.maxTrackedEncryptedRecords else {
+                encryptedRecordTracking = .full
+                return
+            }
+            encryptedRecords.append(EncryptedRecord(contentType: type, length: length))
+        }
+        walkedPayloadLeft = length
     }
 
     private mutating func release() {

@@ -13,6 +13,8 @@ public enum TLSParseError: Error, Equatable, Sendable {
     case badRecordVersion(UInt16)
     /// A record announces more payload than TLS allows for its content type.
     case recordTooLong(length: Int, limit: Int)
+    /// A single handshake message given to a parser (`ClientHello.parse(handshakeMessage:)`) is of another type.
+    case unexpectedHandshakeType(UInt8)
     /// A handshake message announces a body larger than `TLSObserver.maxHandshakeMessageLength`.
     case messageTooLong(type: UInt8, length: Int)
     /// A fixed-size field (or a length prefix) runs past the end of its container.
