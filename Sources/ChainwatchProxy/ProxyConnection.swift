@@ -25,6 +25,8 @@ final class ProxyConnection: ConnectionDelegate {
     private lazy var timer = Timer(loop: worker.loop) { [unowned self] in self.timerFired() }
     private var lastActivity: Int64 = 0
     private var events: [ConnectionMachine.Event] = []
+    /// The server stream offset up to which the inspection let bytes pass while holding (a HelloRetryRequest).
+    private var passedServerBytes = 0
     private var handling = false
 
     init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress) {
@@ -254,7 +256,7 @@ extension ProxyConnection {
             self?.post(.decided(decision))
         }
         self.inspection = inspection
-        events.append(.hold(.upstream, passing: 0))   // until the ClientHello picks the rule
+        events.append(.hold(.upstream, passingUpTo: 0))   // until the ClientHello picks the rule
     }
 
     private func feed(_ side: Side, from offset: Int) {
@@ -267,6 +269,10 @@ extension ProxyConnection {
             if side == .client { inspection.clientBytes(chunk) } else { inspection.serverBytes(chunk) }
         }
         if held, !inspection.holdsServerBytes { events.append(.flowing(.upstream)) }
+        if side == .upstream, inspection.passableServerBytes > passedServerBytes {
+            passedServerBytes = inspection.passableServerBytes
+            events.append(.hold(.upstream, passingUpTo: passedServerBytes))
+        }
         events.append(.inspected(side))
     }
 

@@ -44,9 +44,9 @@ public struct ConnectionMachine: Sendable {
         case endOfStream(Side)
         /// A socket error (reset, refused write), in the system's words.
         case failed(Side, String)
-        /// Inspection: `side`'s bytes stay in the proxy except the first `passing` of them (a HelloRetryRequest, which
-        /// carries no certificate, passes; its client needs it to go on).
-        case hold(Side, passing: Int)
+        /// Inspection: `side`'s bytes stay in the proxy except those before stream offset `passingUpTo` (counted from
+        /// the side's first byte): a HelloRetryRequest carries no certificate and its client needs it to go on.
+        case hold(Side, passingUpTo: Int)
         /// Inspection: `side`'s bytes need not be held any longer (an alert rule, once the ClientHello picked it).
         case flowing(Side)
         /// Inspection: the verdict.
@@ -118,6 +118,8 @@ public struct ConnectionMachine: Sendable {
     private var writeShut: Set<Side> = []
     /// Bytes moved from each side so far, counted from the last splice hand-back.
     private var relayed: [Side: Int] = [.client: 0, .upstream: 0]
+    /// Bytes moved from each side since the connection began (stream offsets for `.hold`).
+    private var streamRelayed: [Side: Int] = [.client: 0, .upstream: 0]
     private var spliced: Set<Side> = []
     private var lowWatermarkSet: Set<Side> = []
     private var addressCount = 0
@@ -193,8 +195,8 @@ public struct ConnectionMachine: Sendable {
             endOfStream(side, &out)
         case .failed(let side, let reason):
             failed(side, reason, &out)
-        case .hold(let side, let passing):
-            allowance[side] = passing
+        case .hold(let side, let offset):
+            allowance[side] = max(0, offset - streamRelayed[side]!)
             if phase == .relaying, !feeding.contains(side), buffered[side]! > 0 { relay(from: side, &out) }
         case .flowing(let side):
             allowance[side] = nil
@@ -347,6 +349,7 @@ public struct ConnectionMachine: Sendable {
         buffered[side] = available - count
         fed[side] = max(0, fed[side]! - count)
         relayed[side]! += count
+        streamRelayed[side]! += count
         out.append(.relay(from: side, count: count, eager: relayed[side]! <= limits.eagerBytes))
     }
 

@@ -25,6 +25,8 @@ public struct HandshakeWatch: Sendable {
     private var serverObserver = TLSObserver()
     public private(set) var clientHello: ClientHello?
     public private(set) var serverHello: ServerHello?
+    /// How many of the server's first bytes may reach the client before the verdict: a HelloRetryRequest's.
+    public private(set) var passableServerBytes = 0
     /// Set once a need other than `.moreBytes` was returned; later bytes are ignored.
     public private(set) var decided: Need?
 
@@ -62,7 +64,12 @@ public struct HandshakeWatch: Sendable {
             guard let fact else { return .moreBytes }
             switch fact {
             case .serverHello(let hello):
-                guard !hello.isHelloRetryRequest else { continue }
+                if hello.isHelloRetryRequest {
+                    // It carries no certificate, and its client cannot go on without it: held, it deadlocks the
+                    // handshake. Everything up to the end of its record may pass.
+                    passableServerBytes = serverObserver.consumedByteCount
+                    continue
+                }
                 serverHello = hello
                 if hello.version >= .tls1_3 { return decide(probeNeed()) }
             case .certificate(let ders):

@@ -50,6 +50,9 @@ final class TunnelInspection {
     /// ClientHello is read (its SNI may pick a stricter rule; a TLS server never speaks first, so this costs nothing).
     var holdsServerBytes: Bool { !isFinished && (holds || !watch.sawClientHello) }
 
+    /// How many of the server's first bytes may pass while the rest is held (a HelloRetryRequest's).
+    var passableServerBytes: Int { watch.passableServerBytes }
+
     /// Whether client bytes still matter (until the ClientHello is read).
     var wantsClientBytes: Bool { !isFinished && !watch.sawClientHello }
 

@@ -17,7 +17,7 @@ import Testing
         let actions = m.handle(.connected)
         #expect(actions.contains(.startInspection))
         _ = m.handle(.queued(.client, 0))
-        _ = m.handle(.hold(.upstream, passing: 0))
+        _ = m.handle(.hold(.upstream, passingUpTo: 0))
         return m
     }
 
@@ -147,7 +147,7 @@ import Testing
     @Test func aHelloRetryRequestPassesWhileTheRestStaysHeld() {
         var m = Self.established()
         _ = m.handle(.readable(.upstream, buffered: 80))
-        _ = m.handle(.hold(.upstream, passing: 50))
+        _ = m.handle(.hold(.upstream, passingUpTo: 50))
         #expect(m.handle(.inspected(.upstream)) == [.relay(from: .upstream, count: 50, eager: true)])
         _ = m.handle(.queued(.client, 0))
         #expect(m.handle(.readable(.upstream, buffered: 90)) == [.feedInspection(.upstream, from: 30)])

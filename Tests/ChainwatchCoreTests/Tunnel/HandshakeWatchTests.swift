@@ -60,6 +60,19 @@ import Testing
         guard case .notTLS(let detail) = w.server(Array("SSH-2.0-OpenSSH_9.2\r\n".utf8)) else { Issue.record("not flagged"); return }
         #expect(detail.hasPrefix("server:"))
     }
+
+    /// A HelloRetryRequest has no certificate and its client needs it: the bytes up to the end of its record may pass
+    /// while the rest is held. The fixture's HRR is one 88-byte message in one record (5 + 88 = 93 bytes).
+    @Test(arguments: [Int.max, 1, 7])
+    func helloRetryRequestMayPass(chunk: Int) throws {
+        let (_, w) = try watch("tls13-hrr", chunk: chunk)
+        #expect(w.passableServerBytes == 93)
+        let s2c = try TLSFixture.bytes("tls13-hrr.s2c.bin")
+        #expect(s2c[0] == 22 && Int(s2c[3]) << 8 | Int(s2c[4]) == 88)
+        #expect(s2c[93] == 20)   // the compatibility ChangeCipherSpec that follows is not part of it
+        let (_, plain) = try watch("tls13-rsa", chunk: chunk)
+        #expect(plain.passableServerBytes == 0)
+    }
 }
 
 @Suite struct HandshakeWatchMalformedTests {
@@ -74,4 +87,5 @@ import Testing
         }
         #expect(detail.hasPrefix("server:"))
     }
+
 }
