@@ -9,7 +9,7 @@ import Darwin
 public struct FetchedChain: Sendable, Hashable {
     /// The peer's certificates as DER, as sent: leaf first.
     public var chain: [[UInt8]]
-    /// Negotiated version, e.g. `TLSv1.3` (`SSL_get_version`).
+    /// Negotiated version, OpenSSL's spelling (`TLSv1.3`).
     public var version: String
     /// Negotiated cipher suite, OpenSSL's name, e.g. `TLS_AES_256_GCM_SHA384`, `ECDHE-ECDSA-AES128-GCM-SHA256`.
     public var cipher: String
@@ -17,6 +17,8 @@ public struct FetchedChain: Sendable, Hashable {
     public var alpn: String?
     /// The address connected to, printed (`127.0.0.1`, `::1`).
     public var address: String
+    /// Everything the handshake engine recorded (the ClientHello sent, the ServerHello, message and record sizes).
+    public var handshake: TLSClientResult
 }
 
 /// Why `ChainFetcher.fetch` got no chain. Each case names the C call or the stage that failed.
@@ -79,7 +81,7 @@ public enum ChainFetcher {
         session.sendNow(client.closeNotify())
         return FetchedChain(chain: result.chainDER, version: result.version.name,
                             cipher: TLSClient.openSSLName(of: result.cipher) ?? result.cipher.description,
-                            alpn: result.alpn, address: address)
+                            alpn: result.alpn, address: address, handshake: result)
     }
 
     // MARK: Connecting

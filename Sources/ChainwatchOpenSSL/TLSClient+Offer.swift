@@ -20,8 +20,10 @@ internal import COpenSSL
 ///   order differs when the client's first key-share group was not its first group.
 /// - Groups OpenSSL 3.0 lacks (X25519MLKEM768 4588, X25519Kyber768 25497, brainpool TLS 1.3 groups) are left out.
 /// - Always sent by OpenSSL whatever the client did: supported_groups, signature_algorithms, ec_point_formats
-///   (when an ECC suite up to TLS 1.2 is offered), renegotiation_info (when TLS 1.2 or older is offered),
-///   supported_versions, key_share and psk_key_exchange_modes (when TLS 1.3 is offered).
+///   (when an ECC suite up to TLS 1.2 is offered), supported_versions, key_share and psk_key_exchange_modes
+///   (when TLS 1.3 is offered); and the suite TLS_EMPTY_RENEGOTIATION_INFO_SCSV (0x00FF) last when TLS 1.2 or
+///   older is offered. The renegotiation_info extension (65281) is never sent in a first handshake (OpenSSL
+///   implements it, so it cannot be a custom extension either).
 /// - Never sent, even when the client did: extensions whose empty form is malformed or whose answer OpenSSL 3.0
 ///   cannot handle: record_size_limit (28), compress_certificate (27), delegated_credentials (34),
 ///   application_settings (17513, 17613), encrypted_client_hello (65037); also pre_shared_key (41) and early_data
