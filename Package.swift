@@ -29,7 +29,7 @@ let package = Package(
 
         // The server.
         .target(name: "ChainwatchProxy", dependencies: [
-            "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchEventLoop", "ChainwatchPolicyFile", "CLibevent", "COpenSSL",
+            "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchEventLoop", "ChainwatchPolicyFile",
             .product(name: "Logging", package: "swift-log"),
         ]),
 
@@ -47,7 +47,7 @@ let package = Package(
 
         .testTarget(name: "ChainwatchCoreTests", dependencies: ["ChainwatchCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore"]),
+        .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL"]),
         .testTarget(name: "ChainwatchPolicyFileTests", dependencies: ["ChainwatchPolicyFile", "ChainwatchCore"], resources: [.copy("Fixtures")]),
     ]
 )

@@ -34,4 +34,14 @@ static inline long c_openssl_SSL_CTX_set_mode(SSL_CTX *ctx, long m) { return SSL
 static inline unsigned long c_openssl_SSL_OP_NO_TICKET(void) { return SSL_OP_NO_TICKET; }
 static inline void c_openssl_OPENSSL_free(void *p) { OPENSSL_free(p); }
 static inline long c_openssl_BIO_set_mem_eof_return(BIO *bio, int v) { return BIO_set_mem_eof_return(bio, v); }
+static inline long c_openssl_SSL_set1_groups_list(SSL *ssl, const char *list) { return SSL_set1_groups_list(ssl, list); }
+static inline long c_openssl_SSL_set1_sigalgs_list(SSL *ssl, const char *list) { return SSL_set1_sigalgs_list(ssl, list); }
+static inline long c_openssl_SSL_set_tlsext_status_type(SSL *ssl, int type) { return SSL_set_tlsext_status_type(ssl, type); }
+static inline void c_openssl_SSL_set_msg_callback_arg(SSL *ssl, void *arg) { SSL_set_msg_callback_arg(ssl, arg); }
+static inline int c_openssl_sk_SSL_CIPHER_num(const STACK_OF(SSL_CIPHER) *sk) { return sk_SSL_CIPHER_num(sk); }
+static inline const SSL_CIPHER *c_openssl_sk_SSL_CIPHER_value(const STACK_OF(SSL_CIPHER) *sk, int i) { return sk_SSL_CIPHER_value(sk, i); }
+static inline uint64_t c_openssl_SSL_OP_NO_ENCRYPT_THEN_MAC(void) { return SSL_OP_NO_ENCRYPT_THEN_MAC; }
+static inline uint64_t c_openssl_SSL_OP_NO_EXTENDED_MASTER_SECRET(void) { return SSL_OP_NO_EXTENDED_MASTER_SECRET; }
+static inline uint64_t c_openssl_SSL_OP_TLSEXT_PADDING(void) { return SSL_OP_TLSEXT_PADDING; }
+static inline int c_openssl_SSL3_RT_HEADER(void) { return SSL3_RT_HEADER; }
 #endif

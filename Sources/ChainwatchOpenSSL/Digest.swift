@@ -3,18 +3,20 @@ internal import COpenSSL
 /// SHA-256 with OpenSSL's EVP interface.
 public enum Digest {
     /// SHA-256 of several byte strings, each preceded by its length (so `[a, bc]` and `[ab, c]` differ).
-    public static func sha256(framed parts: [[UInt8]]) -> [UInt8] {
-        guard let ctx = EVP_MD_CTX_new() else { return [] }
+    /// Throws, naming the EVP call, when OpenSSL cannot compute it (allocation failure): never a placeholder value.
+    public static func sha256(framed parts: [[UInt8]]) throws(OpenSSLError) -> [UInt8] {
+        guard let ctx = EVP_MD_CTX_new() else { throw .drainingQueue(call: "EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(ctx) }
-        EVP_DigestInit_ex(ctx, EVP_sha256(), nil)
+        guard EVP_DigestInit_ex(ctx, EVP_sha256(), nil) == 1 else { throw .drainingQueue(call: "EVP_DigestInit_ex") }
         for part in parts {
             var length = UInt32(part.count).bigEndian
-            withUnsafeBytes(of: &length) { _ = EVP_DigestUpdate(ctx, $0.baseAddress, 4) }
-            part.withUnsafeBytes { _ = EVP_DigestUpdate(ctx, $0.baseAddress, $0.count) }
+            let framed = withUnsafeBytes(of: &length) { EVP_DigestUpdate(ctx, $0.baseAddress, 4) }
+            let updated = part.withUnsafeBytes { EVP_DigestUpdate(ctx, $0.baseAddress, $0.count) }
+            guard framed == 1, updated == 1 else { throw .drainingQueue(call: "EVP_DigestUpdate") }
         }
         var digest = [UInt8](repeating: 0, count: 32)
         var size: UInt32 = 0
-        EVP_DigestFinal_ex(ctx, &digest, &size)
+        guard EVP_DigestFinal_ex(ctx, &digest, &size) == 1, size == 32 else { throw .drainingQueue(call: "EVP_DigestFinal_ex") }
         return digest
     }
 }

@@ -1,12 +1,30 @@
 internal import COpenSSL
 
 /// A failed OpenSSL call, named, with the error queue drained into text.
-public struct OpenSSLError: Error, Sendable, CustomStringConvertible {
+public struct OpenSSLError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The C call that failed, e.g. `SSL_connect`.
     public var call: String
+    /// The error queue as `ERR_error_string_n` prints it, oldest first.
     public var queue: [String]
+
+    public init(call: String, queue: [String]) {
+        self.call = call
+        self.queue = queue
+    }
+
     public var description: String { queue.isEmpty ? "\(call) failed" : "\(call) failed: \(queue.joined(separator: "; "))" }
 
-    /// Reads and clears this thread's OpenSSL error queue; call on the line after the failing call.
+    /// The reason part of each queue entry (`tlsv1 alert protocol version`), for messages read by people.
+    public var reasons: [String] {
+        queue.map { line in
+            // error:0A00042E:SSL routines::tlsv1 alert protocol version → the fifth field.
+            let fields = line.split(separator: ":", maxSplits: 4, omittingEmptySubsequences: false)
+            return fields.count == 5 ? String(fields[4]) : line
+        }
+    }
+
+    /// Reads and clears this thread's OpenSSL error queue; call on the line after the failing call. The one place
+    /// the queue is drained into text.
     public static func drainingQueue(call: String) -> OpenSSLError {
         var lines: [String] = []
         while true {

@@ -1,5 +1,6 @@
 import ChainwatchCore
 import ChainwatchEventLoop
+import ChainwatchOpenSSL
 import ChainwatchProxy
 import Foundation
 import Synchronization
@@ -286,5 +287,6 @@ func canConnect(port: UInt16) -> Bool {
 }
 
 func key(port: UInt16, serverName: String? = "genuine.test", alpn: [String] = [], maxVersion: TLSVersion? = nil) -> ProbeKey {
-    ProbeKey(address: SocketAddress(numeric: "127.0.0.1", port: port)!, serverName: serverName, alpn: alpn, maxVersion: maxVersion)
+    ProbeKey(address: SocketAddress(numeric: "127.0.0.1", port: port)!,
+             offer: .minimal(serverName: serverName, alpn: alpn, maxVersion: maxVersion))
 }

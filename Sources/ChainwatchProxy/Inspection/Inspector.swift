@@ -26,9 +26,11 @@ public final class Inspector: Sendable {
     func judge(chain: [[UInt8]], rule: Rule, snapshot: PolicySnapshot, tunnel: TunnelFacts, source: EvidenceSource,
                nowMilliseconds: Int64) -> (Verdict, Evidence) {
         let host = tunnel.hostChecked
-        let key = VerdictCache.Key(chainHash: Digest.sha256(framed: chain), rule: rule.identity, host: host,
-                                   connectHost: tunnel.connectHost)
-        if let entry = cache.verdict(for: key, now: nowMilliseconds) {
+        // No digest (OpenSSL could not allocate): judge this chain afresh and cache nothing, so it shares no entry.
+        let key = (try? Digest.sha256(framed: chain)).map {
+            VerdictCache.Key(chainHash: $0, rule: rule.identity, host: host, connectHost: tunnel.connectHost)
+        }
+        if let key, let entry = cache.verdict(for: key, now: nowMilliseconds) {
             var evidence = entry.evidence
             evidence.source = .cache
             evidence.protocolVersion = tunnel.protocolVersion
@@ -43,7 +45,7 @@ public final class Inspector: Sendable {
         let evidence = Evidence(connectHost: tunnel.connectHost, serverName: tunnel.serverName, port: tunnel.port,
                                 protocolVersion: tunnel.protocolVersion, cipher: tunnel.cipher, validation: validation, source: source)
         let verdict = evaluator.evaluate(evidence, rule: rule, at: now)
-        cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds)
+        if let key { cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds) }
         return (verdict, evidence)
     }
 

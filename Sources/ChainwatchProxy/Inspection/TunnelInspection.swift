@@ -1,5 +1,6 @@
 import ChainwatchCore
 import ChainwatchEventLoop
+import ChainwatchOpenSSL
 
 /// The handshake inspection of one CONNECT tunnel: feeds both directions to a `HandshakeWatch`, gets the evidence
 /// it asks for (the passive chain, or a probe), judges it and reports. Loop-confined. It outlives its tunnel when a
@@ -104,7 +105,10 @@ final class TunnelInspection {
             finish(verdict, evidence: evidence, rule: rule)
         case .probe(let serverName, let alpn, let maxVersion):
             probing = true
-            let key = ProbeKey(address: upstreamAddress, serverName: serverName, alpn: alpn, maxVersion: maxVersion)
+            // For now the offer holds what HandshakeWatch reports (SNI, ALPN, TLS 1.2 or not); the rest of the parsed
+            // ClientHello is to follow.
+            let offer = ClientOffer.minimal(serverName: serverName, alpn: alpn, maxVersion: maxVersion)
+            let key = ProbeKey(address: upstreamAddress, offer: offer)
             inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
                 probing = false
                 let rule = self.rule

@@ -6,25 +6,15 @@ public struct ProbeKey: Hashable, Sendable, CustomStringConvertible {
     /// The upstream IP and port the tunnel connected to. Never re-resolved: probing another address would hide
     /// DNS spoofing.
     public var address: SocketAddress
-    /// The client's SNI, sent as is (nil or an IP literal: no SNI).
-    public var serverName: String?
-    /// The client's ALPN offer, in its order (empty: no ALPN extension).
-    public var alpn: [String]
-    /// The highest version to offer: TLS 1.2 when the client offered nothing newer; nil: the prober's maximum.
-    public var maxVersion: TLSVersion?
+    /// The client's offer, repeated by the probe's ClientHello as far as OpenSSL allows (see `TLSClient`).
+    /// A client that offered at most TLS 1.2 has an offer whose versions stop there.
+    public var offer: ClientOffer
 
-    public init(address: SocketAddress, serverName: String?, alpn: [String] = [], maxVersion: TLSVersion? = nil) {
+    public init(address: SocketAddress, offer: ClientOffer) {
         self.address = address
-        self.serverName = serverName
-        self.alpn = alpn
-        self.maxVersion = maxVersion
+        self.offer = offer
     }
 
-    /// `127.0.0.1:443 sni=example.com alpn=h2,http/1.1 max=TLSv1.2`, for logs.
-    public var description: String {
-        var text = "\(address) sni=\(serverName ?? "-")"
-        if !alpn.isEmpty { text += " alpn=\(alpn.joined(separator: ","))" }
-        if let maxVersion { text += " max=\(maxVersion)" }
-        return text
-    }
+    /// `127.0.0.1:443 sni=example.com alpn=h2,http/1.1 max=TLSv1.2 suites=0 groups=0 shares=0`, for logs.
+    public var description: String { "\(address) \(offer)" }
 }

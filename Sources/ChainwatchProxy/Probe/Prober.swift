@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// Thread safety: `probe`, `invalidate`, `removeAll` and the counters may be used from any thread. The table of
 /// results and waiters is behind one `Mutex`, held only for lookups and updates (never across a handshake or a
-/// completion); counters are atomics; the client `SSL_CTX` is immutable after `init`. A handshake lives on the
+/// completion); counters are atomics. A handshake lives on the
 /// loop of the caller that started it; each completion runs on its own caller's loop.
 public final class Prober: Sendable {
     /// How long a connect plus handshake may take before it fails (`timed out after N ms`).
@@ -25,7 +25,6 @@ public final class Prober: Sendable {
     /// The most results kept.
     public let maxEntries: Int
 
-    private let context: Result<ProbeClientContext, OpenSSLError>
     private let table = Mutex(Table())
     private let now: @Sendable () -> Int64
     private let started = Atomic<Int>(0)
@@ -36,14 +35,12 @@ public final class Prober: Sendable {
 
     /// - Parameter clock: milliseconds on a monotonic clock (tests pass their own).
     public init(timeoutMilliseconds: Int = 5000, successTTLMilliseconds: Int64 = 300_000, failureTTLMilliseconds: Int64 = 5000,
-                maxEntries: Int = 10_000, clock: @escaping @Sendable () -> Int64 = Prober.monotonicMilliseconds) {
+                maxEntries: Int = 10_000, clock: @escaping @Sendable () -> Int64 = MonotonicClock.milliseconds) {
         self.timeoutMilliseconds = max(1, timeoutMilliseconds)
         self.successTTLMilliseconds = successTTLMilliseconds
         self.failureTTLMilliseconds = failureTTLMilliseconds
         self.maxEntries = max(1, maxEntries)
         self.now = clock
-        // A context that cannot be made (allocation failure) makes every probe fail with the reason, not the process.
-        do throws(OpenSSLError) { context = .success(try ProbeClientContext()) } catch { context = .failure(error) }
     }
 
     /// Calls `completion` once, on `loop`'s thread, with the chain for `key`: from the cache, from the handshake
@@ -122,25 +119,14 @@ public final class Prober: Sendable {
         table.withLock { ($0.results.count, $0.waiters.count) }
     }
 
-    /// Milliseconds on `CLOCK_MONOTONIC`.
-    public static func monotonicMilliseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
     // MARK: - On the starting loop
 
     private func startHandshake(_ key: ProbeKey, on loop: EventLoop) {
-        switch context {
-        case .failure(let error):
-            finish(key, .failure("no client context: \(error)"), on: loop)
-        case .success(let context):
-            let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds) { [self] result in
-                finish(key, result, on: loop)
-            }
-            handshake.start(on: loop, context: context)   // keeps itself alive until it reports
+        // A client that cannot be made (allocation failure) fails this probe with the reason, not the process.
+        let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds) { [self] result in
+            finish(key, result, on: loop)
         }
+        handshake.start(on: loop)   // kept alive by its connection until it reports
     }
 
     /// Caches the result, then answers every waiter: directly on this loop, through `execute` on the others.

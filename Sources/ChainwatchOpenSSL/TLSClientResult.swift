@@ -1,0 +1,89 @@
+import ChainwatchCore
+internal import COpenSSL
+
+/// What one finished `TLSClient` handshake saw. Plain values.
+public struct TLSClientResult: Hashable, Sendable {
+    /// The server's certificates as sent (DER), leaf first, in the server's order: not a validated path.
+    /// Empty when the server sent none.
+    public var chainDER: [[UInt8]]
+    /// The negotiated version.
+    public var version: TLSVersion
+    /// The negotiated suite.
+    public var cipher: CipherSuite
+    /// The protocol the server selected from the ALPN offer, if any.
+    public var alpn: String?
+    /// The client's own first ClientHello handshake message, 4-byte header included.
+    public var clientHello: [UInt8]
+    /// The final ServerHello handshake message (never a HelloRetryRequest), header included.
+    public var serverHello: [UInt8]
+    /// The handshake messages received after the final ServerHello, in order (TLS 1.3: EncryptedExtensions 8,
+    /// Certificate 11, CertificateVerify 15, Finished 20).
+    public var serverMessages: [TLSMessageSize]
+    /// The payload lengths of the server's application_data (23) records read after the final ServerHello: in
+    /// TLS 1.3 the encrypted flight as a passive observer of a tunnel sees it.
+    public var serverRecordLengths: [Int]
+    /// Whether the server answered the first ClientHello with a HelloRetryRequest.
+    public var helloRetryRequested: Bool
+
+    public init(chainDER: [[UInt8]], version: TLSVersion, cipher: CipherSuite, alpn: String?, clientHello: [UInt8] = [],
+                serverHello: [UInt8] = [], serverMessages: [TLSMessageSize] = [], serverRecordLengths: [Int] = [],
+                helloRetryRequested: Bool = false) {
+        self.chainDER = chainDER; self.version = version; self.cipher = cipher; self.alpn = alpn
+        self.clientHello = clientHello; self.serverHello = serverHello; self.serverMessages = serverMessages
+        self.serverRecordLengths = serverRecordLengths; self.helloRetryRequested = helloRetryRequested
+    }
+}
+
+/// One handshake message's type and length, the 4-byte header included.
+public struct TLSMessageSize: Hashable, Sendable, CustomStringConvertible {
+    public var type: UInt8
+    public var length: Int
+    public init(type: UInt8, length: Int) { self.type = type; self.length = length }
+    public var description: String { "\(type):\(length)" }
+}
+
+/// Collects what `SSL_set_msg_callback` reports during one handshake. Owned by its `TLSClient`; the callback
+/// borrows it through the `SSL`'s callback argument. Thread of the client only.
+final class HandshakeCapture {
+    var clientHello: [UInt8] = []
+    var serverHello: [UInt8] = []
+    var serverMessages: [TLSMessageSize] = []
+    var serverRecordLengths: [Int] = []
+    var helloRetryRequested = false
+    private var afterServerHello = false
+
+    /// The ServerHello random that marks a HelloRetryRequest (RFC 8446 §4.1.3).
+    static let helloRetryRandom: [UInt8] = [
+        0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,
+        0xC2, 0xA2, 0x11, 0x16, 0x7A, 0xBB, 0x8C, 0x5E, 0x07, 0x9E, 0x09, 0xE2, 0xC8, 0xA8, 0x33, 0x9C,
+    ]
+
+    func message(sent: Bool, contentType: Int32, bytes: UnsafeRawBufferPointer) {
+        if contentType == c_openssl_SSL3_RT_HEADER() {
+            // A record header: type, version, length. Only the server's application_data after the ServerHello.
+            guard !sent, afterServerHello, bytes.count >= 5, bytes[0] == 23 else { return }
+            serverRecordLengths.append(Int(bytes[3]) << 8 | Int(bytes[4]))
+            return
+        }
+        guard contentType == SSL3_RT_HANDSHAKE, bytes.count >= 4 else { return }
+        let type = bytes[0]
+        if sent {
+            if type == 1, clientHello.isEmpty { clientHello = Array(bytes) }
+            return
+        }
+        if type == 2 {
+            let isRetry = bytes.count >= 38 && bytes[6..<38].elementsEqual(Self.helloRetryRandom)
+            if isRetry {
+                helloRetryRequested = true
+                afterServerHello = false
+            } else {
+                serverHello = Array(bytes)
+                afterServerHello = true
+            }
+            serverMessages = []
+            serverRecordLengths = []
+        } else if afterServerHello {
+            serverMessages.append(TLSMessageSize(type: type, length: bytes.count))
+        }
+    }
+}
