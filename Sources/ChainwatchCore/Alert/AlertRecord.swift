@@ -20,6 +20,11 @@ public struct AlertRecord: Sendable {
     public var action: Action
     /// Every finding of the verdict (the deciding one included), listed in `chainwatch.findings`.
     public var allFindings: [Finding]
+    /// The client's JA4 fingerprint (`tls.client.ja4`), when its ClientHello was read.
+    public var clientJA4: String?
+    /// The JA4 of chainwatch's own probe (`chainwatch.probe.ja4`), when the evidence came from a probe: equal to the
+    /// client's where the probe mirrors it completely.
+    public var probeJA4: String?
 
     public init(timeMilliseconds: Int64, tunnelID: UInt64, sourceIP: String, sourcePort: UInt16, destinationDomain: String,
                 destinationIP: String?, destinationPort: UInt16, serverName: String?, tlsVersion: String?, cipher: String?,
@@ -59,6 +64,7 @@ public struct AlertRecord: Sendable {
         o.set("tls.version", tlsVersion)
         o.set("tls.cipher", cipher)
         o.set("tls.client.server_name", serverName)
+        o.set("tls.client.ja4", clientJA4)
         let chain = evidence.map { $0.validation.path.isEmpty ? $0.validation.presented : $0.validation.path } ?? []
         if let leaf = evidence?.leaf {
             o.set("tls.server.hash.sha256", HashText.hex(leaf.sha256))
@@ -76,6 +82,7 @@ public struct AlertRecord: Sendable {
             o.set("tls.server.x509.signature_algorithm", leaf.signatureAlgorithm)
         }
         o.set("chainwatch.verdict", action.rawValue)
+        o.set("chainwatch.probe.ja4", probeJA4)
         o.set("chainwatch.tunnel_id", String(tunnelID))
         o.set("chainwatch.rule", rule.name)
         o.set("chainwatch.reason", finding.reason.rawValue)

@@ -58,6 +58,7 @@ public struct Evaluator: Sendable {
         switch event {
         case .notTLS(let d): reason = .notTLS; detail = d; action = rule.consequence(of: .notTLS)
         case .probeFailed(let d): reason = .probeFailed; detail = d; action = rule.consequence(of: .probeFailed)
+        case .evidenceMismatch(let d): reason = .evidenceMismatch; detail = d; action = rule.consequence(of: .evidenceMismatch)
         case .plainHTTP(let d): reason = .httpsOnly; detail = d; action = rule.httpsOnly ? rule.action : nil
         }
         guard let action else { return Verdict(rule: rule.identity, findings: []) }
@@ -71,6 +72,8 @@ public enum TunnelEvent: Sendable, Hashable {
     case notTLS(String)
     /// A probe that was needed could not get the chain (detail: why).
     case probeFailed(String)
+    /// A TLS 1.3 tunnel's ServerHello disagrees with the probe's, even after a fresh probe (detail: what differs).
+    case evidenceMismatch(String)
     /// A plain HTTP request to the host (detail: the request line).
     case plainHTTP(String)
 }

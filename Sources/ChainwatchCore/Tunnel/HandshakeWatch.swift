@@ -2,7 +2,7 @@
 /// Pure: feed each direction's bytes in order (any chunking); it never assumes one message per read.
 ///
 /// - TLS ≤ 1.2 with a Certificate message: `.chain(ders)`, the passive evidence.
-/// - TLS 1.3 (the certificate is encrypted) or a resumed session (no Certificate at all): `.probe(...)`, with the
+/// - TLS 1.3 (the certificate is encrypted) or a resumed session (no Certificate at all): `.probe(offer)`, with the
 ///   client's SNI, ALPN and, when the client offered nothing newer, TLS 1.2 as the maximum.
 /// - Bytes that are not TLS, in either direction: `.notTLS(detail)`.
 public struct HandshakeWatch: Sendable {
@@ -13,7 +13,7 @@ public struct HandshakeWatch: Sendable {
         /// The server's certificates as sent (DER, leaf first), read from the tunnel.
         case chain([[UInt8]])
         /// The chain is not visible in the tunnel: probe the same upstream with these parameters.
-        case probe(serverName: String?, alpn: [String], maxVersion: TLSVersion?)
+        case probe(ClientOffer)
         /// The tunnel does not carry TLS: what was seen.
         case notTLS(String)
         /// The server's stream began as TLS but its handshake cannot be parsed (an oversized Certificate, lying
@@ -87,10 +87,11 @@ public struct HandshakeWatch: Sendable {
         }
     }
 
+    /// The probe repeats the client's whole offer, so an interceptor cannot tell it from the client by its
+    /// fingerprint, and a server picks the same certificate for both. No ClientHello (cannot happen in a tunnel, whose
+    /// server never speaks first): an empty offer, which the probe fills with its defaults.
     private func probeNeed() -> Need {
-        let offersTLS13 = (clientHello?.maximumVersion ?? .tls1_3) >= .tls1_3
-        return .probe(serverName: clientHello?.serverName, alpn: clientHello?.alpnProtocols ?? [],
-                      maxVersion: offersTLS13 ? nil : .tls1_2)
+        .probe(clientHello.map(ClientOffer.init(mirroring:)) ?? ClientOffer(serverName: nil))
     }
 
     private mutating func decide(_ need: Need) -> Need {

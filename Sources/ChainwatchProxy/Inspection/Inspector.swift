@@ -52,11 +52,13 @@ public final class Inspector: Sendable {
     /// Writes the tunnel's alert line: the deciding finding, with every finding listed.
     func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: TunnelFacts, nowMilliseconds: Int64) {
         guard let deciding = verdict.deciding else { return }
-        let record = AlertRecord(
+        var record = AlertRecord(
             timeMilliseconds: nowMilliseconds, tunnelID: tunnel.id, sourceIP: tunnel.sourceIP, sourcePort: tunnel.sourcePort,
             destinationDomain: tunnel.connectHost, destinationIP: tunnel.upstreamIP, destinationPort: tunnel.port,
             serverName: tunnel.serverName, tlsVersion: tunnel.protocolVersion.map(Self.ecsVersion), cipher: tunnel.cipher?.name,
             finding: deciding, rule: rule, evidence: evidence, action: deciding.action, allFindings: verdict.findings)
+        record.clientJA4 = tunnel.clientJA4
+        record.probeJA4 = tunnel.probeJA4
         alerts.submit(record.jsonLine)
         var logger = logger
         logger[metadataKey: "tunnel.id"] = "\(tunnel.id)"
@@ -87,5 +89,7 @@ struct TunnelFacts: Sendable {
     var serverName: String?
     var protocolVersion: ProtocolVersion?
     var cipher: NegotiatedCipher?
+    var clientJA4: String?
+    var probeJA4: String?
     var hostChecked: String { serverName ?? connectHost }
 }

@@ -103,30 +103,52 @@ final class TunnelInspection {
             let (verdict, evidence) = inspector.judge(chain: ders, rule: rule, snapshot: snapshot, tunnel: facts,
                                                       source: .passive, nowMilliseconds: loop.cachedMilliseconds)
             finish(verdict, evidence: evidence, rule: rule)
-        case .probe(let serverName, let alpn, let maxVersion):
+        case .probe(let offer):
             probing = true
-            // For now the offer holds what HandshakeWatch reports (SNI, ALPN, TLS 1.2 or not); the rest of the parsed
-            // ClientHello is to follow.
-            let offer = ClientOffer.minimal(serverName: serverName, alpn: alpn, maxVersion: maxVersion)
-            let key = ProbeKey(address: upstreamAddress, offer: offer)
-            inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
-                probing = false
-                let rule = self.rule
-                switch result {
-                case .success(let probe):
-                    let (verdict, evidence) = inspector.judge(chain: probe.chainDER, rule: rule, snapshot: snapshot, tunnel: facts,
-                                                              source: .probe, nowMilliseconds: loop.cachedMilliseconds)
-                    finish(verdict, evidence: evidence, rule: rule)
-                case .failure(let reason):
-                    finish(Evaluator.verdict(for: .probeFailed(reason), rule: rule), evidence: nil, rule: rule)
+            probe(ProbeKey(address: upstreamAddress, offer: offer), fresh: false)
+        }
+    }
+
+    /// Gets the probe evidence for this tunnel and judges it. A probe whose ServerHello disagrees with the tunnel's
+    /// does not cover the tunnel (an interceptor spared the probe, or forges only since the probe was cached): it is
+    /// dropped from the cache and made again; a tunnel that still disagrees with a fresh probe is a finding.
+    private func probe(_ key: ProbeKey, fresh: Bool) {
+        inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
+            let rule = self.rule
+            switch result {
+            case .success(let probe):
+                probeClientHello = probe.clientHello
+                if let tunnelHello = watch.serverHello, let probeHello = try? ServerHello.parse(handshakeMessage: probe.serverHello),
+                   let difference = EvidenceAgreement.disagreement(tunnel: tunnelHello, probe: probeHello) {
+                    guard fresh else {
+                        inspector.prober.invalidate(key)
+                        return self.probe(key, fresh: true)
+                    }
+                    probing = false
+                    let detail = "the tunnel's handshake differs from chainwatch's own with the same offer: \(difference)"
+                    return finish(Evaluator.verdict(for: .evidenceMismatch(detail), rule: rule), evidence: nil, rule: rule)
                 }
+                probing = false
+                let (verdict, evidence) = inspector.judge(chain: probe.chainDER, rule: rule, snapshot: snapshot, tunnel: facts,
+                                                          source: .probe, nowMilliseconds: loop.cachedMilliseconds)
+                finish(verdict, evidence: evidence, rule: rule)
+            case .failure(let reason):
+                probing = false
+                finish(Evaluator.verdict(for: .probeFailed(reason), rule: rule), evidence: nil, rule: rule)
             }
         }
     }
 
+    /// The probe's own ClientHello (a handshake message), for its JA4 in an alert line.
+    private var probeClientHello: [UInt8]?
+
     private func finish(_ verdict: Verdict, evidence: Evidence?, rule: Rule) {
         guard !isFinished else { return }
         isFinished = true
+        if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
+            facts.clientJA4 = watch.clientHello?.ja4
+            facts.probeJA4 = probeClientHello.flatMap { try? ClientHello.parse(handshakeMessage: $0) }?.ja4
+        }
         let now = loop.cachedMilliseconds
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {

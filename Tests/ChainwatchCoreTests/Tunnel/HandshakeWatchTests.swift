@@ -35,10 +35,13 @@ import Testing
     @Test(arguments: ["tls13-rsa", "tls13-hrr"])
     func tls13AsksForAProbeWithTheClientsParameters(name: String) throws {
         let (need, w) = try watch(name, chunk: 1)
-        guard case .probe(let sni, let alpn, let maxVersion) = need else { Issue.record("got \(need)"); return }
-        #expect(sni == w.clientHello?.serverName)
-        #expect(alpn == w.clientHello?.alpnProtocols)
-        #expect(maxVersion == nil)
+        guard case .probe(let offer) = need, let hello = w.clientHello else { Issue.record("got \(need)"); return }
+        // The probe repeats the client's whole offer, not OpenSSL's defaults.
+        #expect(offer == ClientOffer(mirroring: hello))
+        #expect(offer.serverName == hello.serverName && offer.alpn == hello.alpnProtocols)
+        #expect(offer.cipherSuites == hello.cipherSuites.map(\.rawValue) && !offer.cipherSuites.isEmpty)
+        #expect(offer.keyShareGroups == hello.keyShareGroups && !offer.keyShareGroups.isEmpty)
+        #expect(offer.maximumVersion == .tls1_3)
         #expect(w.serverHello?.version == .tls1_3)
     }
 
