@@ -1,0 +1,80 @@
+/// What the executor reports to a `ConnectionMachine`, and what the machine tells it to do.
+extension ConnectionMachine {
+    public enum Event: Sendable, Equatable {
+        /// The client is accepted; its first bytes may already be buffered.
+        case started
+        /// The answer to `.vet`: nil lets the request proceed.
+        case vetted(ProxyRequest.Refusal?)
+        case resolved(addressCount: Int)
+        case resolveFailed(String)
+        case connected
+        case connectFailed(ConnectFailure)
+        /// `side`'s input now holds `buffered` bytes.
+        case readable(Side, buffered: Int)
+        /// The inspection has seen the bytes of the last `.feedInspection` for `side` (and reported what they changed).
+        case inspected(Side)
+        /// `side`'s output holds `queued` bytes (after a write, a relay, or a drain).
+        case queued(Side, Int)
+        /// `side`'s output fell to its low watermark; it holds `queued` bytes.
+        case drained(Side, queued: Int)
+        case endOfStream(Side)
+        /// A socket error (reset, refused write), in the system's words.
+        case failed(Side, String)
+        /// Inspection: `side`'s bytes stay in the proxy except those before stream offset `passingUpTo` (counted from
+        /// the side's first byte): a HelloRetryRequest carries no certificate and its client needs it to go on.
+        case hold(Side, passingUpTo: Int)
+        /// Inspection: `side`'s bytes need not be held any longer (an alert rule, once the ClientHello picked it).
+        case flowing(Side)
+        /// Inspection: the verdict.
+        case decided(InspectionDecision)
+        /// A splice pump reading `from` ended.
+        case spliceEnded(from: Side, SpliceEnd)
+        /// The timer fired; nothing was read or written for `idleMilliseconds`.
+        case timerFired(idleMilliseconds: Int64)
+        /// The answer to `.peek`: the first bytes of `side`'s input (copied: request and response heads, plain-HTTP
+        /// bodies; never the tunnel's bytes).
+        case peeked(Side, [UInt8])
+    }
+
+    public enum LogLevel: Sendable, Hashable { case info, warning }
+
+    public enum Action: Sendable, Equatable {
+        /// Asks for a copy of the first `max` bytes of `side`'s input (answered by `.peeked`).
+        case peek(Side, max: Int)
+        /// Drops the first `count` bytes of `side`'s input.
+        case consume(Side, Int)
+        /// Asks whether this request may go on (a known-bad upstream, a plain-HTTP rule); answered by `.vetted`.
+        case vet(ProxyRequest, requestLine: String)
+        case resolve(Authority)
+        /// Connects to the resolved address at `addressIndex`, with the connect timeout.
+        case connect(addressIndex: Int)
+        /// Closes the upstream socket (a failed attempt, a finished exchange); a later `.connect` makes a new one.
+        case dropUpstream
+        /// Sends bytes of the proxy's own to `side`.
+        case write(Side, [UInt8])
+        /// Refuses with a status: log it and count it (the `write` of the answer follows).
+        case refused(status: Int, reason: String)
+        /// The tunnel is established: start inspecting its handshake (the inspection answers with `.hold`/`.decided`).
+        case startInspection
+        /// Gives the inspection `side`'s buffered input from byte `from` on; answered by `.inspected(side)`.
+        case feedInspection(Side, from: Int)
+        /// Moves the first `count` bytes of `from`'s input to the other side's output (zero-copy); `eager` sends them
+        /// at once when nothing is queued before them.
+        case relay(from: Side, count: Int, eager: Bool)
+        case setReading(Side, Bool)
+        /// `.drained` is reported when `side`'s output falls to `bytes`.
+        case setLowWatermark(Side, Int)
+        /// Hands the direction read from `from` to a splice pump (answered by `.spliceEnded`).
+        case splice(from: Side)
+        /// Half-close: no more bytes will be sent to `side`.
+        case shutdownWrite(Side)
+        /// Discards `side`'s buffered input.
+        case discardInput(Side)
+        case schedule(milliseconds: Int)
+        case cancelTimer
+        case log(LogLevel, String)
+        /// Closes both sides, those in `resetting` with an RST (their peer learns the stream did not end normally).
+        /// The last action.
+        case close(resetting: [Side])
+    }
+}
