@@ -35,16 +35,16 @@ public struct ConnectionMachine: Sendable {
     /// Plain-HTTP exchanges completed on this client connection.
     public private(set) var exchangesServed = 0
 
-    private var pauses: [Side: Set<PauseReason>] = [.client: [], .upstream: [.notConnected]]
-    private var reading: [Side: Bool] = [.client: false, .upstream: false]
-    private var buffered: [Side: Int] = [.client: 0, .upstream: 0]
-    private var queued: [Side: Int] = [.client: 0, .upstream: 0]
+    private var pauses = PerSide<Set<PauseReason>>(client: [], upstream: [.notConnected])
+    private var reading = PerSide(client: false, upstream: false)
+    private var buffered = PerSide(client: 0, upstream: 0)
+    private var queued = PerSide(client: 0, upstream: 0)
     private var ended: Set<Side> = []
     private var writeShut: Set<Side> = []
     /// Bytes moved from each side so far, counted from the last splice hand-back.
-    private var relayed: [Side: Int] = [.client: 0, .upstream: 0]
+    private var relayed = PerSide(client: 0, upstream: 0)
     /// Bytes moved from each side since the connection began (stream offsets for `.hold`).
-    private var streamRelayed: [Side: Int] = [.client: 0, .upstream: 0]
+    private var streamRelayed = PerSide(client: 0, upstream: 0)
     private var spliced: Set<Side> = []
     private var lowWatermarkSet: Set<Side> = []
     private var addressCount = 0
@@ -52,7 +52,7 @@ public struct ConnectionMachine: Sendable {
     private var pendingRequest: ProxyRequest?
     /// Inspection state: whether it is running, how many bytes of each side it has been given, and what it holds.
     private var inspecting = false
-    private var fed: [Side: Int] = [.client: 0, .upstream: 0]
+    private var fed = PerSide(client: 0, upstream: 0)
     private var allowance: [Side: Int] = [:]
     private var feeding: Set<Side> = []
     /// Plain HTTP: the last response is out and the connection closes once the client has it all.
@@ -63,7 +63,7 @@ public struct ConnectionMachine: Sendable {
     }
 
     /// Whether `side` is paused for `reason` (for tests and logs).
-    public func isPaused(_ side: Side, for reason: PauseReason) -> Bool { pauses[side]!.contains(reason) }
+    public func isPaused(_ side: Side, for reason: PauseReason) -> Bool { pauses[side].contains(reason) }
 
 
     /// Refuses a client before its request is read (over the connection limit).
@@ -121,13 +121,13 @@ public struct ConnectionMachine: Sendable {
         case .failed(let side, let reason):
             failed(side, reason, &out)
         case .hold(let side, let offset):
-            allowance[side] = max(0, offset - streamRelayed[side]!)
-            if phase == .relaying, !feeding.contains(side), buffered[side]! > 0 { relay(from: side, &out) }
+            allowance[side] = max(0, offset - streamRelayed[side])
+            if phase == .relaying, !feeding.contains(side), buffered[side] > 0 { relay(from: side, &out) }
         case .flowing(let side):
             allowance[side] = nil
             resume(side, .heldForVerdict)
             setReading(&out)
-            if phase == .relaying, !feeding.contains(side), buffered[side]! > 0 { relay(from: side, &out) }
+            if phase == .relaying, !feeding.contains(side), buffered[side] > 0 { relay(from: side, &out) }
         case .decided(let decision):
             decided(decision, &out)
         case .spliceEnded(let from, let end):
@@ -155,7 +155,7 @@ public struct ConnectionMachine: Sendable {
         }
         guard let (head, length) = parsed else { return }
         out.append(.consume(.client, length))
-        buffered[.client]! -= min(length, buffered[.client]!)
+        buffered[.client] -= min(length, buffered[.client])
         let request: ProxyRequest
         do { request = try ProxyRequest.classify(head) } catch {
             refuse(error.status, error.reason, &out)
@@ -203,7 +203,7 @@ public struct ConnectionMachine: Sendable {
             self.exchange = exchange
             if exchange.requestBody.isComplete { pause(.client, .exchangeInProgress) }   // a pipelined request waits its turn
             setReading(&out)
-            if buffered[.client]! > 0 { out.append(.peek(.client, max: buffered[.client]!)) }
+            if buffered[.client] > 0 { out.append(.peek(.client, max: buffered[.client])) }
             return
         }
         phase = .relaying
@@ -211,7 +211,7 @@ public struct ConnectionMachine: Sendable {
         out.append(.startInspection)
         out.append(.write(.client, HTTPWriter.connectionEstablished))
         setReading(&out)
-        if buffered[.client]! > 0 { readable(.client, &out) }
+        if buffered[.client] > 0 { readable(.client, &out) }
     }
 
     /// Answers the client with an error of the proxy's own, then lingers until it closes.
@@ -237,9 +237,9 @@ public struct ConnectionMachine: Sendable {
         case .relaying:
             if inspecting {
                 guard !feeding.contains(side) else { return }
-                if buffered[side]! > fed[side]! {
+                if buffered[side] > fed[side] {
                     feeding.insert(side)
-                    out.append(.feedInspection(side, from: fed[side]!))
+                    out.append(.feedInspection(side, from: fed[side]))
                     fed[side] = buffered[side]
                     return   // the relay follows `.inspected`, with whatever the inspection decided about these bytes
                 }
@@ -248,9 +248,9 @@ public struct ConnectionMachine: Sendable {
         case .readingRequest:
             if side == .client { out.append(.peek(.client, max: RequestHeadParser.defaultLimit + 4)) }
         case .exchanging:
-            if buffered[side]! > 0, pauses[side]!.isEmpty { out.append(.peek(side, max: buffered[side]!)) }
+            if buffered[side] > 0, pauses[side].isEmpty { out.append(.peek(side, max: buffered[side])) }
         case .lingering:
-            if side == .client, buffered[.client]! > 0 {
+            if side == .client, buffered[.client] > 0 {
                 out.append(.discardInput(.client))
                 buffered[.client] = 0
             }
@@ -262,7 +262,7 @@ public struct ConnectionMachine: Sendable {
     /// Moves what `side` has buffered to the other side, as far as a hold allows; pauses it when held bytes reach
     /// the hold limit.
     private mutating func relay(from side: Side, _ out: inout [Action]) {
-        let available = buffered[side]!
+        let available = buffered[side]
         guard available > 0 else { return }
         var count = available
         if inspecting, let passing = allowance[side] {
@@ -272,16 +272,16 @@ public struct ConnectionMachine: Sendable {
         }
         guard count > 0 else { return }
         buffered[side] = available - count
-        fed[side] = max(0, fed[side]! - count)
-        relayed[side]! += count
-        streamRelayed[side]! += count
-        out.append(.relay(from: side, count: count, eager: relayed[side]! <= limits.eagerBytes))
+        fed[side] = max(0, fed[side] - count)
+        relayed[side] += count
+        streamRelayed[side] += count
+        out.append(.relay(from: side, count: count, eager: relayed[side] <= limits.eagerBytes))
     }
 
     /// After bytes were queued for `side` (or it drained): pause its source when full, and perhaps splice.
     private mutating func outputChanged(_ side: Side, _ out: inout [Action]) {
         let source = side.other
-        if queued[side]! >= limits.maxBufferedPerDirection, !pauses[source]!.contains(.peerBackedUp) {
+        if queued[side] >= limits.maxBufferedPerDirection, !pauses[source].contains(.peerBackedUp) {
             pause(source, .peerBackedUp)
             setReading(&out)
             out.append(.setLowWatermark(side, limits.maxBufferedPerDirection / 2))
@@ -300,11 +300,11 @@ public struct ConnectionMachine: Sendable {
 
     private mutating func drained(_ side: Side, _ out: inout [Action]) {
         let source = side.other
-        if pauses[source]!.contains(.peerBackedUp) {
+        if pauses[source].contains(.peerBackedUp) {
             resume(source, .peerBackedUp)
             if lowWatermarkSet.remove(side) != nil { out.append(.setLowWatermark(side, 0)) }
             setReading(&out)
-            if buffered[source]! > 0 {
+            if buffered[source] > 0 {
                 readable(source, &out)
             }
         }
@@ -314,9 +314,9 @@ public struct ConnectionMachine: Sendable {
     /// Hands a direction to a splice pump when it carries bulk, the verdict is in and nothing is buffered on its
     /// path (a pump must not overtake queued bytes).
     private mutating func spliceIfBulk(from source: Side, _ out: inout [Action]) {
-        guard limits.spliceBulk, relayed[source]! > limits.eagerBytes, !inspecting, phase == .relaying,
+        guard limits.spliceBulk, relayed[source] > limits.eagerBytes, !inspecting, phase == .relaying,
               !spliced.contains(source), !ended.contains(source), buffered[source] == 0, queued[source.other] == 0,
-              !pauses[source]!.contains(.peerBackedUp) else { return }
+              !pauses[source].contains(.peerBackedUp) else { return }
         spliced.insert(source)
         pause(source, .spliced)
         setReading(&out)
@@ -397,13 +397,13 @@ public struct ConnectionMachine: Sendable {
         case .release:
             inspecting = false
             allowance = [:]
-            fed = [.client: 0, .upstream: 0]
+            fed = PerSide(client: 0, upstream: 0)
             feeding = []
             for side in [Side.upstream, .client] {
                 resume(side, .heldForVerdict)
             }
             setReading(&out)
-            for side in [Side.upstream, .client] where buffered[side]! > 0 { relay(from: side, &out) }
+            for side in [Side.upstream, .client] where buffered[side] > 0 { relay(from: side, &out) }
             finishHalfCloses(&out)
         case .block(let reason):
             inspecting = false
@@ -440,8 +440,8 @@ public struct ConnectionMachine: Sendable {
 
     // MARK: - Plain HTTP
 
-    mutating func consumeBuffered(_ side: Side, _ count: Int) { buffered[side] = max(0, buffered[side]! - count) }
-    func queuedBytes(_ side: Side) -> Int { queued[side]! }
+    mutating func consumeBuffered(_ side: Side, _ count: Int) { buffered[side] = max(0, buffered[side] - count) }
+    func queuedBytes(_ side: Side) -> Int { queued[side] }
 
     mutating func pauseForExchange(_ side: Side, _ out: inout [Action]) {
         pause(side, .exchangeInProgress)
@@ -472,18 +472,18 @@ public struct ConnectionMachine: Sendable {
         pendingRequest = nil
         out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))   // the next head, like the first
         setReading(&out)
-        if buffered[.client]! > 0 { out.append(.peek(.client, max: RequestHeadParser.defaultLimit + 4)) }
+        if buffered[.client] > 0 { out.append(.peek(.client, max: RequestHeadParser.defaultLimit + 4)) }
     }
 
     // MARK: - Reading state
 
-    private mutating func pause(_ side: Side, _ reason: PauseReason) { pauses[side]!.insert(reason) }
-    private mutating func resume(_ side: Side, _ reason: PauseReason) { pauses[side]!.remove(reason) }
+    private mutating func pause(_ side: Side, _ reason: PauseReason) { pauses[side].insert(reason) }
+    private mutating func resume(_ side: Side, _ reason: PauseReason) { pauses[side].remove(reason) }
 
     /// Emits `.setReading` for each side whose paused state changed.
     private mutating func setReading(_ out: inout [Action]) {
         for side in [Side.client, .upstream] {
-            let wanted = pauses[side]!.isEmpty
+            let wanted = pauses[side].isEmpty
             if reading[side] != wanted {
                 reading[side] = wanted
                 out.append(.setReading(side, wanted))

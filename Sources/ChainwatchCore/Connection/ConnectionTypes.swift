@@ -91,3 +91,14 @@ public struct ConnectionLimits: Sendable, Hashable {
 
     public init() {}
 }
+
+/// One value per side: two stored fields, no hashing (the machine reads these on every event).
+struct PerSide<Value: Sendable & Equatable>: Sendable, Equatable {
+    var client: Value
+    var upstream: Value
+
+    subscript(side: Side) -> Value {
+        get { side == .client ? client : upstream }
+        set { if side == .client { client = newValue } else { upstream = newValue } }
+    }
+}
