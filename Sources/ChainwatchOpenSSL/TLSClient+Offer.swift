@@ -37,7 +37,7 @@ extension TLSClient {
     /// Extension types OpenSSL would refuse or mishandle as empty custom extensions; see the type's comment.
     static let neverMirrored: Set<UInt16> = [27, 28, 34, 15, 17513, 17613, 65037, 13172]
 
-    /// The offered extension types to send empty through the custom-extension API, in the client's order.
+    /// The offered extension types to send empty through the custom-extension API, in the offer's (sorted) order.
     static func customExtensions(for offer: ClientOffer) -> [UInt16] {
         var seen = Set<UInt16>()
         return offer.extensionTypes.filter { type in

@@ -19,7 +19,8 @@ public struct ClientOffer: Hashable, Sendable, CustomStringConvertible {
     public var keyShareGroups: [UInt16]
     /// signature_algorithms, in order.
     public var signatureAlgorithms: [UInt16]
-    /// The extension types, in the client's order.
+    /// The extension types, sorted: the probe cannot repeat their order (OpenSSL sends its own), and clients such as
+    /// Chrome shuffle it on every connection, which would otherwise give every tunnel an offer, and a probe, of its own.
     public var extensionTypes: [UInt16]
 
     public init(serverName: String?, alpn: [String] = [], versions: [TLSVersion] = [], legacyVersion: TLSVersion = .tls1_2,
@@ -27,7 +28,7 @@ public struct ClientOffer: Hashable, Sendable, CustomStringConvertible {
                 signatureAlgorithms: [UInt16] = [], extensionTypes: [UInt16] = []) {
         self.serverName = serverName; self.alpn = alpn; self.versions = versions; self.legacyVersion = legacyVersion
         self.cipherSuites = cipherSuites; self.supportedGroups = supportedGroups; self.keyShareGroups = keyShareGroups
-        self.signatureAlgorithms = signatureAlgorithms; self.extensionTypes = extensionTypes
+        self.signatureAlgorithms = signatureAlgorithms; self.extensionTypes = extensionTypes.sorted()
     }
 
     /// The newest version offered: the highest of `versions`, else the legacy version.
@@ -43,7 +44,8 @@ public struct ClientOffer: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension ClientOffer {
-    /// The offer a client made in `hello`: every list as the client sent it, in order, GREASE left out.
+    /// The offer a client made in `hello`: every list as the client sent it, in order (extension types sorted), GREASE
+    /// left out.
     public init(mirroring hello: ClientHello) {
         self.init(serverName: hello.serverName, alpn: hello.alpnProtocols, versions: hello.supportedVersions,
                   legacyVersion: hello.legacyVersion, cipherSuites: hello.cipherSuites.map(\.rawValue),

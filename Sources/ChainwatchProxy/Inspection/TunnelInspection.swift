@@ -118,8 +118,7 @@ final class TunnelInspection {
             switch result {
             case .success(let probe):
                 probeClientHello = probe.clientHello
-                if let tunnelHello = watch.serverHello, let probeHello = try? ServerHello.parse(handshakeMessage: probe.serverHello),
-                   let difference = EvidenceAgreement.disagreement(tunnel: tunnelHello, probe: probeHello) {
+                if let difference = disagreement(with: probe) {
                     guard fresh else {
                         inspector.prober.invalidate(key)
                         return self.probe(key, fresh: true)
@@ -136,6 +135,21 @@ final class TunnelInspection {
                 probing = false
                 finish(Evaluator.verdict(for: .probeFailed(reason), rule: rule), evidence: nil, rule: rule)
             }
+        }
+    }
+
+    /// What the tunnel's ServerHello shows that the probe's, made with the same offer, does not. The probe's own
+    /// hellos are OpenSSL's bytes, not a peer's: one that cannot be parsed is a fault of chainwatch's, and the tunnel is
+    /// then judged by the probe's chain alone (logged).
+    private func disagreement(with probe: ProbeChain) -> String? {
+        guard let tunnelHello = watch.serverHello, let clientHello = watch.clientHello else { return nil }
+        do {
+            let probeHello = try ServerHello.parse(handshakeMessage: probe.serverHello)
+            let probeClient = try ClientHello.parse(handshakeMessage: probe.clientHello)
+            return EvidenceAgreement.disagreement(tunnel: tunnelHello, probe: probeHello, client: clientHello, probeClient: probeClient)
+        } catch {
+            inspector.logger.error("probe \(upstreamAddress): its own hello cannot be parsed (\(error)); ServerHellos not compared")
+            return nil
         }
     }
 
