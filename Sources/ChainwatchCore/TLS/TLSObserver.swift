@@ -62,6 +62,9 @@ public struct TLSObserver: Sendable {
     /// Appended bytes; those before `inputStart` are consumed.
     private var input: [UInt8] = []
     private var inputStart = 0
+    /// Whether handshake bytes are waiting after the last message returned (the rest of its record, or a message
+    /// still incomplete).
+    public var hasPendingHandshakeBytes: Bool { handshakeStart < handshake.count }
     /// Handshake record payloads being reassembled into messages; those before `handshakeStart` are consumed.
     private var handshake: [UInt8] = []
     private var handshakeStart = 0

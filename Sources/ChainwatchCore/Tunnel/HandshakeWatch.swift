@@ -27,6 +27,8 @@ public struct HandshakeWatch: Sendable {
     public private(set) var serverHello: ServerHello?
     /// How many of the server's first bytes may reach the client before the verdict: a HelloRetryRequest's.
     public private(set) var passableServerBytes = 0
+    /// Facts the server direction has produced.
+    private var serverFacts = 0
     /// Set once a need other than `.moreBytes` was returned; later bytes are ignored.
     public private(set) var decided: Need?
 
@@ -62,12 +64,16 @@ public struct HandshakeWatch: Sendable {
                 return decide(error == .notTLS ? .notTLS("server: \(error)") : .malformedHandshake("server: \(error)"))
             }
             guard let fact else { return .moreBytes }
+            serverFacts += 1
             switch fact {
             case .serverHello(let hello):
-                if hello.isHelloRetryRequest {
+                if hello.isHelloRetryRequest && hello.version >= .tls1_3 {
                     // It carries no certificate, and its client cannot go on without it: held, it deadlocks the
-                    // handshake. Everything up to the end of its record may pass.
-                    passableServerBytes = serverObserver.consumedByteCount
+                    // handshake. It may pass when it is all the server sent so far: its first message, alone in its
+                    // record(s), and only once, so a forger cannot slip anything else through with it.
+                    if serverFacts == 1, !serverObserver.hasPendingHandshakeBytes {
+                        passableServerBytes = serverObserver.consumedByteCount
+                    }
                     continue
                 }
                 serverHello = hello

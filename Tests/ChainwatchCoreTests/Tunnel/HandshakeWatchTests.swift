@@ -76,6 +76,21 @@ import Testing
         let (_, plain) = try watch("tls13-rsa", chunk: chunk)
         #expect(plain.passableServerBytes == 0)
     }
+
+    /// A forger that packs more into the HelloRetryRequest's record (a ServerHello, a Certificate) gets nothing
+    /// through early: the record may pass only when the HRR is alone in it.
+    @Test func helloRetryRequestWithMoreInItsRecordDoesNotPass() throws {
+        let s2c = try TLSFixture.bytes("tls13-hrr.s2c.bin")
+        let hrr = Array(s2c[5..<93])   // the HRR message, header included
+        let extra: [UInt8] = [0x0B, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00]   // an empty Certificate message
+        var record: [UInt8] = [0x16, 0x03, 0x03]
+        let body = hrr + extra
+        record += [UInt8(body.count >> 8), UInt8(body.count & 0xFF)] + body
+        var w = HandshakeWatch()
+        _ = w.client(try TLSFixture.bytes("tls13-hrr.c2s.bin"))
+        _ = w.server(record)
+        #expect(w.passableServerBytes == 0)
+    }
 }
 
 @Suite struct HandshakeWatchMalformedTests {
