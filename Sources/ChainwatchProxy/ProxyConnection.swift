@@ -25,6 +25,8 @@ final class ProxyConnection: ConnectionDelegate {
     private lazy var timer = Timer(loop: worker.loop) { [unowned self] in self.timerFired() }
     private var lastActivity: Int64 = 0
     private var events: [ConnectionMachine.Event] = []
+    /// Reused for every event's actions.
+    private var actions: [ConnectionMachine.Action] = []
     /// The server stream offset up to which the inspection let bytes pass while holding (a HelloRetryRequest).
     private var passedServerBytes = 0
     private var handling = false
@@ -60,7 +62,9 @@ final class ProxyConnection: ConnectionDelegate {
 
     /// Refuses before reading anything (over the connection limit).
     func refuseAtOnce(status: Int, reason: String) {
+        handling = true   // what the actions cause is queued, as in `drainEvents`
         run(machine.refuseAtOnce(status: status, reason: reason))
+        handling = false
         drainEvents()
     }
 
@@ -78,7 +82,9 @@ final class ProxyConnection: ConnectionDelegate {
         while next < events.count {
             let event = events[next]
             next += 1
-            run(machine.handle(event))
+            actions.removeAll(keepingCapacity: true)
+            machine.handle(event, into: &actions)
+            run(actions)   // executing an action never handles an event (they are queued), so `actions` stays put
         }
         events.removeAll(keepingCapacity: true)
         handling = false

@@ -35,26 +35,24 @@ public struct ConnectionMachine: Sendable {
     /// Plain-HTTP exchanges completed on this client connection.
     public private(set) var exchangesServed = 0
 
-    private var pauses = PerSide<Set<PauseReason>>(client: [], upstream: [.notConnected])
+    private var pauses = PerSide(client: PauseSet(), upstream: PauseSet(.notConnected))
     private var reading = PerSide(client: false, upstream: false)
     private var buffered = PerSide(client: 0, upstream: 0)
     private var queued = PerSide(client: 0, upstream: 0)
-    private var ended: Set<Side> = []
-    private var writeShut: Set<Side> = []
+    private var writeShut = PerSide(client: false, upstream: false)
     /// Bytes moved from each side so far, counted from the last splice hand-back.
     private var relayed = PerSide(client: 0, upstream: 0)
     /// Bytes moved from each side since the connection began (stream offsets for `.hold`).
     private var streamRelayed = PerSide(client: 0, upstream: 0)
-    private var spliced: Set<Side> = []
-    private var lowWatermarkSet: Set<Side> = []
+    private var lowWatermarkSet = PerSide(client: false, upstream: false)
     private var addressCount = 0
     private var nextAddress = 0
     private var pendingRequest: ProxyRequest?
     /// Inspection state: whether it is running, how many bytes of each side it has been given, and what it holds.
     private var inspecting = false
     private var fed = PerSide(client: 0, upstream: 0)
-    private var allowance: [Side: Int] = [:]
-    private var feeding: Set<Side> = []
+    private var allowance = PerSide<Int?>(client: nil, upstream: nil)
+    private var feeding = PerSide(client: false, upstream: false)
     /// Plain HTTP: the last response is out and the connection closes once the client has it all.
     private(set) var closeWhenFlushed = false
 
@@ -73,9 +71,16 @@ public struct ConnectionMachine: Sendable {
         return out
     }
 
+    /// The actions `event` leads to, in order.
     public mutating func handle(_ event: Event) -> [Action] {
         var out: [Action] = []
-        guard phase != .closed else { return out }
+        handle(event, into: &out)
+        return out
+    }
+
+    /// Appends the actions `event` leads to to `out`: an executor that reuses one buffer allocates nothing per event.
+    public mutating func handle(_ event: Event, into out: inout [Action]) {
+        guard phase != .closed else { return }
         switch event {
         case .started:
             out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))
@@ -108,7 +113,7 @@ public struct ConnectionMachine: Sendable {
             buffered[side] = count
             readable(side, &out)
         case .inspected(let side):
-            feeding.remove(side)
+            feeding[side] = false
             if phase == .relaying { relay(from: side, &out) }
         case .queued(let side, let count):
             queued[side] = count
@@ -122,12 +127,12 @@ public struct ConnectionMachine: Sendable {
             failed(side, reason, &out)
         case .hold(let side, let offset):
             allowance[side] = max(0, offset - streamRelayed[side])
-            if phase == .relaying, !feeding.contains(side), buffered[side] > 0 { relay(from: side, &out) }
+            if phase == .relaying, !feeding[side], buffered[side] > 0 { relay(from: side, &out) }
         case .flowing(let side):
             allowance[side] = nil
             resume(side, .heldForVerdict)
             setReading(&out)
-            if phase == .relaying, !feeding.contains(side), buffered[side] > 0 { relay(from: side, &out) }
+            if phase == .relaying, !feeding[side], buffered[side] > 0 { relay(from: side, &out) }
         case .decided(let decision):
             decided(decision, &out)
         case .spliceEnded(let from, let end):
@@ -141,7 +146,6 @@ public struct ConnectionMachine: Sendable {
             default: break
             }
         }
-        return out
     }
 
     // MARK: - Request
@@ -200,7 +204,6 @@ public struct ConnectionMachine: Sendable {
         if let exchange {
             phase = .exchanging
             out.append(.write(.upstream, exchange.requestHeadBytes))
-            self.exchange = exchange
             if exchange.requestBody.isComplete { pause(.client, .exchangeInProgress) }   // a pipelined request waits its turn
             setReading(&out)
             if buffered[.client] > 0 { out.append(.peek(.client, max: buffered[.client])) }
@@ -224,8 +227,8 @@ public struct ConnectionMachine: Sendable {
         out.append(.write(.client, HTTPWriter.proxyResponse(status: status, body: reason)))
         out.append(.discardInput(.client))
         buffered[.client] = 0
-        pauses[.client] = []
-        pauses[.upstream] = [.notConnected]
+        pauses[.client] = PauseSet()
+        pauses[.upstream] = PauseSet(.notConnected)
         setReading(&out)
         out.append(.schedule(milliseconds: limits.lingerMilliseconds))
     }
@@ -236,9 +239,9 @@ public struct ConnectionMachine: Sendable {
         switch phase {
         case .relaying:
             if inspecting {
-                guard !feeding.contains(side) else { return }
+                guard !feeding[side] else { return }
                 if buffered[side] > fed[side] {
-                    feeding.insert(side)
+                    feeding[side] = true
                     out.append(.feedInspection(side, from: fed[side]))
                     fed[side] = buffered[side]
                     return   // the relay follows `.inspected`, with whatever the inspection decided about these bytes
@@ -285,10 +288,10 @@ public struct ConnectionMachine: Sendable {
             pause(source, .peerBackedUp)
             setReading(&out)
             out.append(.setLowWatermark(side, limits.maxBufferedPerDirection / 2))
-            lowWatermarkSet.insert(side)
+            lowWatermarkSet[side] = true
         }
-        if phase == .lingering, side == .client, queued[.client] == 0, !writeShut.contains(.client) {
-            writeShut.insert(.client)
+        if phase == .lingering, side == .client, queued[.client] == 0, !writeShut[.client] {
+            writeShut[.client] = true
             out.append(.shutdownWrite(.client))
             return
         }
@@ -302,7 +305,7 @@ public struct ConnectionMachine: Sendable {
         let source = side.other
         if pauses[source].contains(.peerBackedUp) {
             resume(source, .peerBackedUp)
-            if lowWatermarkSet.remove(side) != nil { out.append(.setLowWatermark(side, 0)) }
+            if lowWatermarkSet[side] { lowWatermarkSet[side] = false; out.append(.setLowWatermark(side, 0)) }
             setReading(&out)
             if buffered[source] > 0 {
                 readable(source, &out)
@@ -315,16 +318,15 @@ public struct ConnectionMachine: Sendable {
     /// path (a pump must not overtake queued bytes).
     private mutating func spliceIfBulk(from source: Side, _ out: inout [Action]) {
         guard limits.spliceBulk, relayed[source] > limits.eagerBytes, !inspecting, phase == .relaying,
-              !spliced.contains(source), !ended.contains(source), buffered[source] == 0, queued[source.other] == 0,
-              !pauses[source].contains(.peerBackedUp) else { return }
-        spliced.insert(source)
+              !pauses[source].contains(.spliced), !pauses[source].contains(.ended), buffered[source] == 0,
+              queued[source.other] == 0, !pauses[source].contains(.peerBackedUp) else { return }
         pause(source, .spliced)
         setReading(&out)
         out.append(.splice(from: source))
     }
 
     private mutating func spliceEnded(_ source: Side, _ end: SpliceEnd, _ out: inout [Action]) {
-        guard spliced.remove(source) != nil else { return }
+        guard pauses[source].contains(.spliced) else { return }
         switch end {
         case .unavailable:
             resume(source, .spliced)
@@ -335,7 +337,7 @@ public struct ConnectionMachine: Sendable {
             resume(source, .spliced)
             setReading(&out)
         case .endOfStream:
-            ended.insert(source)
+            pause(source, .ended)   // and stays spliced: the pump is done
             finishHalfCloses(&out)
         case .error(let reason):
             out.append(.log(.info, "\(source == .client ? "upward" : "downward") splice failed: \(reason)"))
@@ -346,22 +348,21 @@ public struct ConnectionMachine: Sendable {
     /// Passes an end of stream on once everything before it is written; closes when both ways have ended.
     private mutating func finishHalfCloses(_ out: inout [Action]) {
         guard phase == .relaying else { return }
-        let upstreamDone = ended.contains(.client) && queued[.upstream] == 0 && buffered[.client] == 0
-        let clientDone = ended.contains(.upstream) && queued[.client] == 0 && buffered[.upstream] == 0
+        let upstreamDone = pauses[.client].contains(.ended) && queued[.upstream] == 0 && buffered[.client] == 0
+        let clientDone = pauses[.upstream].contains(.ended) && queued[.client] == 0 && buffered[.upstream] == 0
         if upstreamDone && clientDone {
             // Closing sends each side its FIN (nothing is left unread, so no RST); a shutdown first would be one
             // more system call per side for nothing.
             close(resetting: [], &out)
             return
         }
-        if upstreamDone, writeShut.insert(.upstream).inserted { out.append(.shutdownWrite(.upstream)) }
-        if clientDone, writeShut.insert(.client).inserted { out.append(.shutdownWrite(.client)) }
+        if upstreamDone, !writeShut[.upstream] { writeShut[.upstream] = true; out.append(.shutdownWrite(.upstream)) }
+        if clientDone, !writeShut[.client] { writeShut[.client] = true; out.append(.shutdownWrite(.client)) }
     }
 
     private mutating func endOfStream(_ side: Side, _ out: inout [Action]) {
         switch phase {
         case .relaying:
-            ended.insert(side)
             pause(side, .ended)
             setReading(&out)
             finishHalfCloses(&out)
@@ -396,9 +397,9 @@ public struct ConnectionMachine: Sendable {
         switch decision {
         case .release:
             inspecting = false
-            allowance = [:]
+            allowance = PerSide(client: nil, upstream: nil)
             fed = PerSide(client: 0, upstream: 0)
-            feeding = []
+            feeding = PerSide(client: false, upstream: false)
             for side in [Side.upstream, .client] {
                 resume(side, .heldForVerdict)
             }
@@ -454,12 +455,12 @@ public struct ConnectionMachine: Sendable {
         exchangesServed += 1
         exchange = nil
         out.append(.dropUpstream)
-        pauses[.upstream] = [.notConnected]
+        pauses[.upstream] = PauseSet(.notConnected)
         buffered[.upstream] = 0
         queued[.upstream] = 0
         resume(.client, .exchangeInProgress)
         resume(.client, .peerBackedUp)
-        if lowWatermarkSet.remove(.client) != nil { out.append(.setLowWatermark(.client, 0)) }
+        if lowWatermarkSet[.client] { lowWatermarkSet[.client] = false; out.append(.setLowWatermark(.client, 0)) }
         guard finished.keepAlive, finished.requestBody.isComplete else {
             closeWhenFlushed = true
             pause(.client, .closing)

@@ -102,3 +102,29 @@ struct PerSide<Value: Sendable & Equatable>: Sendable, Equatable {
         set { if side == .client { client = newValue } else { upstream = newValue } }
     }
 }
+
+/// The reasons one side is paused, as bits: the machine reads them on every event, and a `Set` would allocate.
+struct PauseSet: Sendable, Equatable {
+    private var bits: UInt16 = 0
+
+    init() {}
+    init(_ reason: PauseReason) { insert(reason) }
+
+    var isEmpty: Bool { bits == 0 }
+    func contains(_ reason: PauseReason) -> Bool { bits & Self.bit(reason) != 0 }
+    mutating func insert(_ reason: PauseReason) { bits |= Self.bit(reason) }
+    mutating func remove(_ reason: PauseReason) { bits &= ~Self.bit(reason) }
+
+    private static func bit(_ reason: PauseReason) -> UInt16 {
+        switch reason {
+        case .awaitingUpstream: 1 << 0
+        case .notConnected: 1 << 1
+        case .peerBackedUp: 1 << 2
+        case .heldForVerdict: 1 << 3
+        case .spliced: 1 << 4
+        case .ended: 1 << 5
+        case .exchangeInProgress: 1 << 6
+        case .closing: 1 << 7
+        }
+    }
+}

@@ -81,15 +81,23 @@ extension ClientHello {
     /// handshake transcript. Throws `unexpectedHandshakeType` for another message type, `messageTooLong` past
     /// `TLSObserver.maxHandshakeMessageLength`, `badLength` when the length disagrees with the bytes given.
     public static func parse(handshakeMessage: some Collection<UInt8>) throws(TLSParseError) -> ClientHello {
-        var reader = ByteReader(ArraySlice(handshakeMessage))
+        try ClientHello(parsing: ByteReader.body(ofHandshakeMessage: handshakeMessage, type: HandshakeType.clientHello))
+    }
+}
+
+extension ByteReader {
+    /// The body of one whole handshake message of `type` (type, 3-byte length, exactly that many bytes), with the
+    /// errors `ClientHello.parse(handshakeMessage:)` documents.
+    static func body(ofHandshakeMessage message: some Collection<UInt8>, type expected: UInt8) throws(TLSParseError) -> ArraySlice<UInt8> {
+        var reader = ByteReader(ArraySlice(message))
         let type = try reader.readUInt8("Handshake.msg_type")
-        guard type == HandshakeType.clientHello else { throw .unexpectedHandshakeType(type) }
+        guard type == expected else { throw .unexpectedHandshakeType(type) }
         let length = try reader.readUInt24("Handshake.length")
         guard length <= TLSObserver.maxHandshakeMessageLength else { throw .messageTooLong(type: type, length: length) }
         guard length == reader.remaining else {
             throw .badLength(field: "Handshake.length", declared: length, available: reader.remaining)
         }
-        return try ClientHello(parsing: reader.readRest())
+        return reader.readRest()
     }
 }
 

@@ -48,15 +48,9 @@ extension ServerHello {
 }
 
 extension ServerHello {
-    /// Parses one whole handshake message (type 2, 3-byte length, body): the probe's own ServerHello.
+    /// Parses one whole handshake message (type 2, 3-byte length, body): the probe's own ServerHello. Errors as for
+    /// `ClientHello.parse(handshakeMessage:)`.
     public static func parse(handshakeMessage: some Collection<UInt8>) throws(TLSParseError) -> ServerHello {
-        var reader = ByteReader(ArraySlice(handshakeMessage))
-        let type = try reader.readUInt8("Handshake.msg_type")
-        guard type == HandshakeType.serverHello else { throw .unexpectedHandshakeType(type) }
-        let length = try reader.readUInt24("Handshake.length")
-        guard length == reader.remaining else {
-            throw .badLength(field: "Handshake.length", declared: length, available: reader.remaining)
-        }
-        return try ServerHello(parsing: reader.readRest())
+        try ServerHello(parsing: ByteReader.body(ofHandshakeMessage: handshakeMessage, type: HandshakeType.serverHello))
     }
 }
