@@ -180,4 +180,23 @@ struct TLSClientTests {
         #expect(try leaf([0x0804, 0x0401], max: .tls1_2) == rsa)
         #expect(try leaf([0x0403], max: .tls1_2) == ec)
     }
+
+    /// A 150 KB certificate (9 000 names) is over OpenSSL's default 100 KiB limit; a genuine server with it must not
+    /// fail the probe (which under a block rule blocks).
+    @Test func aLongChainOverOpenSSLsDefaultLimitIsFetched() throws {
+        let directory = NSTemporaryDirectory() + "chainwatch-longchain-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let names = (0..<9000).map { "DNS:h\($0).long.test" }.joined(separator: ",")
+        try "[req]\ndistinguished_name = dn\n[dn]\n[v3]\nsubjectAltName=DNS:long.test,\(names)\n".write(toFile: "\(directory)/ext.cnf", atomically: true, encoding: .utf8)
+        let process = try Process.run(URL(fileURLWithPath: "/usr/bin/openssl"), arguments: [
+            "req", "-x509", "-nodes", "-days", "2", "-subj", "/CN=long.test", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+            "-keyout", "\(directory)/long.key", "-out", "\(directory)/long.pem", "-extensions", "v3", "-config", "\(directory)/ext.cnf"])
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let server = try OpenSSLServer(["-cert", "\(directory)/long.pem", "-key", "\(directory)/long.key"])
+        defer { server.stop() }
+        let chain = try ChainFetcher.fetch(host: "127.0.0.1", port: server.port, serverName: "long.test", timeoutMilliseconds: 5_000).chain
+        #expect(chain.first?.count ?? 0 > 120_000)
+    }
 }
