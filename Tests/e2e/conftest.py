@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from helpers import free_port, wait_for_port
+from helpers import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("CHAINWATCH_BIN", str(ROOT / ".build/release/chainwatch"))
@@ -38,10 +38,32 @@ class Proxy:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit)
         try:
-            wait_for_port(listen_host, self.port, proc=self.proc)
+            self._wait_until_listening()
         except Exception:
             self.stop()
             raise
+
+    def _wait_until_listening(self, timeout=10.0):
+        """Connects until the proxy answers, then half-closes and waits for the proxy to close that connection, so
+        it has left the proxy's count (it is accepted when its FIN arrives): a test that counts connections
+        (--max-connections) starts from zero."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"chainwatch exited with {self.proc.returncode} before listening on {self.port}")
+            try:
+                with socket.socket(family) as s:
+                    s.settimeout(max(0.1, deadline - time.monotonic()))
+                    s.connect((self.host, self.port))
+                    s.shutdown(socket.SHUT_WR)
+                    while s.recv(4096):
+                        pass
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"chainwatch not listening on {self.host}:{self.port}")
+                time.sleep(0.05)
 
     @property
     def url(self):
