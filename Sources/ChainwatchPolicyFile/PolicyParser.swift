@@ -369,7 +369,7 @@ struct PolicyParser {
             if t == "ats" { p = .ats; p.name = "ats+custom" } else { report(.error, at: b, "unknown base profile '\(t)'", hint: "only `ats`") }
         }
         if let n = pairs["min_tls"], let t = expectScalar(n, what: "`min_tls`") {
-            if let v = ProtocolVersion(policyText: t) { p.minVersion = v } else {
+            if let v = TLSVersion(policyText: t) { p.minVersion = v } else {
                 report(.error, at: n, "unknown TLS version '\(t)'", hint: "one of \"1.0\", \"1.1\", \"1.2\", \"1.3\" (quote it)")
             }
         }

@@ -8,12 +8,12 @@ private let ats = Rule(name: "ats", profile: .ats)
 }
 
 @Test func noProfileChecksNothing() {
-    let old = Synthetic.evidence(version: .tls10)
+    let old = Synthetic.evidence(version: .tls1_0)
     #expect(ProtocolCheck().evaluate(old, rule: Rule(name: "r"), at: Synthetic.now) == .passes)
 }
 
 @Test func versionBelowFloorFails() {
-    guard case .fails(.tlsVersion, nil, let detail) = ProtocolCheck().evaluate(Synthetic.evidence(version: .tls11), rule: ats, at: Synthetic.now) else {
+    guard case .fails(.tlsVersion, nil, let detail) = ProtocolCheck().evaluate(Synthetic.evidence(version: .tls1_1), rule: ats, at: Synthetic.now) else {
         Issue.record("expected tls_version"); return
     }
     #expect(detail.contains("TLS 1.1"))
@@ -38,16 +38,16 @@ private let ats = Rule(name: "ats", profile: .ats)
 }
 
 @Test func staticRSAKeyExchangeHasNoForwardSecrecy() {
-    let e = Synthetic.evidence(version: .tls12, cipher: NegotiatedCipher(name: "AES128-GCM-SHA256", forwardSecret: false))
+    let e = Synthetic.evidence(version: .tls1_2, cipher: NegotiatedCipher(name: "AES128-GCM-SHA256", forwardSecret: false))
     #expect(ProtocolCheck().evaluate(e, rule: ats, at: Synthetic.now).reason == .noForwardSecrecy)
-    let unknown = Synthetic.evidence(version: .tls12, cipher: NegotiatedCipher(name: "?", forwardSecret: nil))
+    let unknown = Synthetic.evidence(version: .tls1_2, cipher: NegotiatedCipher(name: "?", forwardSecret: nil))
     #expect(ProtocolCheck().evaluate(unknown, rule: ats, at: Synthetic.now) == .passes)
 }
 
 @Test func protocolVersionNames() {
-    #expect(ProtocolVersion.tls12.description == "TLS 1.2")
-    #expect(ProtocolVersion(policyText: "TLSv1.3") == .tls13)
-    #expect(ProtocolVersion(wireValue: 0x7F1C).description == "0x7F1C")
+    #expect(TLSVersion.tls1_2.description == "TLS 1.2")
+    #expect(TLSVersion(policyText: "TLSv1.3") == .tls1_3)
+    #expect(TLSVersion(rawValue: 0x7F1C).description == "0x7F1C")
 }
 
 extension CheckResult {

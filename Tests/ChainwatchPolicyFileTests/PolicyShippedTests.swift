@@ -18,7 +18,7 @@ private func fact(_ subject: String, sha: UInt8, spki: UInt8, dns: [String] = []
 }
 
 private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFacts], systemRoot: Bool = true,
-                      error: ValidationError? = nil, version: ProtocolVersion = .tls13) -> Evidence {
+                      error: ValidationError? = nil, version: TLSVersion = .tls1_3) -> Evidence {
     Evidence(connectHost: host, serverName: host, port: port, protocolVersion: version,
              cipher: NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true),
              validation: PathValidation(presented: path, path: path, error: error, anchorIsSystemRoot: systemRoot), source: .passive)
@@ -111,10 +111,10 @@ private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFact
     let p = try load("examples/ats-profile.yaml").policy
     let root = fact("CN=R", sha: 1, spki: 1, ca: true)
     let weak = fact("CN=a.m.example.com", sha: 2, spki: 2, dns: ["a.m.example.com"], key: .rsa, bits: 1024)
-    let v = Evaluator().evaluate(evidence("a.m.example.com", path: [weak, root], version: .tls12), policy: p, at: now)
+    let v = Evaluator().evaluate(evidence("a.m.example.com", path: [weak, root], version: .tls1_2), policy: p, at: now)
     #expect(v.deciding?.reason == .weakKey && v.action == .block)
     let old = fact("CN=legacy.partner.example", sha: 3, spki: 3, dns: ["legacy.partner.example"], key: .rsa, bits: 2048)
-    let legacy = Evaluator().evaluate(evidence("legacy.partner.example", path: [old, root], version: .tls11), policy: p, at: now)
+    let legacy = Evaluator().evaluate(evidence("legacy.partner.example", path: [old, root], version: .tls1_1), policy: p, at: now)
     #expect(legacy.deciding?.reason == .tlsVersion && legacy.action == .alert)
     #expect(p.rule(for: "a.m.example.com", port: 443).nonTLS == .block)
 }

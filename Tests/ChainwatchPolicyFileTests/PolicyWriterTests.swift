@@ -36,7 +36,7 @@ private func loadText(_ yaml: String) throws -> (policy: Policy, warnings: [Diag
 @Test func pinnedPolicyAcceptsTheGenuineChainAndRejectsAForgery() throws {
     let policy = try loadText(PolicyWriter.pinPolicy(name: "api", host: "api.example.com", port: 8443, action: .block, path: path)).policy
     func evidence(_ chain: [CertificateFacts], systemRoot: Bool) -> Evidence {
-        Evidence(connectHost: "api.example.com", serverName: "api.example.com", port: 8443, protocolVersion: .tls13, cipher: nil,
+        Evidence(connectHost: "api.example.com", serverName: "api.example.com", port: 8443, protocolVersion: .tls1_3, cipher: nil,
                  validation: PathValidation(presented: chain, path: chain, error: nil, anchorIsSystemRoot: systemRoot), source: .probe)
     }
     let now = UnixTime(seconds: 1_800_000_000)

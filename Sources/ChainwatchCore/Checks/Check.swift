@@ -19,13 +19,13 @@ public struct Evidence: Sendable, Hashable {
     public var serverName: String?
     public var port: UInt16
     /// The negotiated version; nil when unknown (the protocol floor then passes).
-    public var protocolVersion: ProtocolVersion?
+    public var protocolVersion: TLSVersion?
     /// The negotiated cipher suite; nil when unknown.
     public var cipher: NegotiatedCipher?
     public var validation: PathValidation
     public var source: EvidenceSource
 
-    public init(connectHost: String, serverName: String?, port: UInt16, protocolVersion: ProtocolVersion?,
+    public init(connectHost: String, serverName: String?, port: UInt16, protocolVersion: TLSVersion?,
                 cipher: NegotiatedCipher?, validation: PathValidation, source: EvidenceSource) {
         self.connectHost = connectHost; self.serverName = serverName; self.port = port
         self.protocolVersion = protocolVersion; self.cipher = cipher; self.validation = validation; self.source = source

@@ -35,7 +35,7 @@ public struct ProtocolCheck: Check {
             }
         }
         if profile.requireForwardSecrecy, let cipher = evidence.cipher, cipher.forwardSecret == false,
-           evidence.protocolVersion.map({ $0 < .tls13 }) ?? true {
+           evidence.protocolVersion.map({ $0 < .tls1_3 }) ?? true {
             return .fails(.noForwardSecrecy, level: nil, detail: "cipher \(cipher.name) has no forward-secret key exchange")
         }
         return .passes

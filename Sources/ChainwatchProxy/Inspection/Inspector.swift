@@ -55,7 +55,7 @@ public final class Inspector: Sendable {
         var record = AlertRecord(
             timeMilliseconds: nowMilliseconds, tunnelID: tunnel.id, sourceIP: tunnel.sourceIP, sourcePort: tunnel.sourcePort,
             destinationDomain: tunnel.connectHost, destinationIP: tunnel.upstreamIP, destinationPort: tunnel.port,
-            serverName: tunnel.serverName, tlsVersion: tunnel.protocolVersion.map(Self.ecsVersion), cipher: tunnel.cipher?.name,
+            serverName: tunnel.serverName, tlsVersion: tunnel.protocolVersion?.ecsName, cipher: tunnel.cipher?.name,
             finding: deciding, rule: rule, evidence: evidence, action: deciding.action, allFindings: verdict.findings)
         record.clientJA4 = tunnel.clientJA4
         record.probeJA4 = tunnel.probeJA4
@@ -63,18 +63,6 @@ public final class Inspector: Sendable {
         var logger = logger
         logger[metadataKey: "tunnel.id"] = "\(tunnel.id)"
         logger.notice("\(deciding.action.rawValue) \(tunnel.connectHost):\(tunnel.port) \(deciding.reason.rawValue): \(deciding.detail)")
-    }
-
-    /// ECS `tls.version`: `1.2`, `1.3`.
-    static func ecsVersion(_ v: ProtocolVersion) -> String {
-        switch v.wireValue {
-        case 0x0300: "3.0"
-        case 0x0301: "1.0"
-        case 0x0302: "1.1"
-        case 0x0303: "1.2"
-        case 0x0304: "1.3"
-        default: String(v.wireValue, radix: 16)
-        }
     }
 }
 
@@ -87,7 +75,7 @@ struct TunnelFacts: Sendable {
     var port: UInt16
     var upstreamIP: String?
     var serverName: String?
-    var protocolVersion: ProtocolVersion?
+    var protocolVersion: TLSVersion?
     var cipher: NegotiatedCipher?
     var clientJA4: String?
     var probeJA4: String?

@@ -71,7 +71,7 @@ final class TunnelInspection {
         guard !isFinished else { return }
         let need = watch.server(chunk)
         if let hello = watch.serverHello, facts.protocolVersion == nil {
-            facts.protocolVersion = ProtocolVersion(wireValue: hello.version.rawValue)
+            facts.protocolVersion = hello.version
             facts.cipher = NegotiatedCipher(hello.cipherSuite)
         }
         handle(need)

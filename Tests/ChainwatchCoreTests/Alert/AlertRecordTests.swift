@@ -12,7 +12,7 @@ import Testing
 
     func record(subject: String) -> AlertRecord {
         let leaf = facts(subject: subject)
-        let evidence = Evidence(connectHost: "a.test", serverName: "a.test", port: 443, protocolVersion: .tls12,
+        let evidence = Evidence(connectHost: "a.test", serverName: "a.test", port: 443, protocolVersion: .tls1_2,
                                 cipher: NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true),
                                 validation: PathValidation(presented: [leaf], path: [leaf], error: nil, anchorIsSystemRoot: false),
                                 source: .passive)
