@@ -24,6 +24,10 @@ public struct TLSClientResult: Hashable, Sendable {
     public var serverRecordLengths: [Int]
     /// Whether the server answered the first ClientHello with a HelloRetryRequest.
     public var helloRetryRequested: Bool
+    /// `clientHello` and `serverHello` parsed, once, when the result was made (a probe's result is compared with
+    /// every tunnel it covers); nil when they cannot be (OpenSSL's own bytes: not expected).
+    public private(set) var parsedClientHello: ClientHello?
+    public private(set) var parsedServerHello: ServerHello?
 
     public init(chainDER: [[UInt8]], version: TLSVersion, cipher: CipherSuite, alpn: String?, clientHello: [UInt8] = [],
                 serverHello: [UInt8] = [], serverMessages: [TLSMessageSize] = [], serverRecordLengths: [Int] = [],
@@ -31,6 +35,8 @@ public struct TLSClientResult: Hashable, Sendable {
         self.chainDER = chainDER; self.version = version; self.cipher = cipher; self.alpn = alpn
         self.clientHello = clientHello; self.serverHello = serverHello; self.serverMessages = serverMessages
         self.serverRecordLengths = serverRecordLengths; self.helloRetryRequested = helloRetryRequested
+        parsedClientHello = clientHello.isEmpty ? nil : try? ClientHello.parse(handshakeMessage: clientHello)
+        parsedServerHello = serverHello.isEmpty ? nil : try? ServerHello.parse(handshakeMessage: serverHello)
     }
 }
 

@@ -62,32 +62,37 @@ final class ProxyConnection: ConnectionDelegate {
 
     /// Refuses before reading anything (over the connection limit).
     func refuseAtOnce(status: Int, reason: String) {
-        handling = true   // what the actions cause is queued, as in `drainEvents`
+        handling = true   // what the actions cause is queued, as in `post`
         run(machine.refuseAtOnce(status: status, reason: reason))
-        handling = false
         drainEvents()
     }
 
     // MARK: - Events
 
+    /// Handles `event` now, or after the one being handled: an event an action causes waits its turn.
     func post(_ event: ConnectionMachine.Event) {
-        events.append(event)
+        guard !handling else { return events.append(event) }
+        handling = true
+        handle(event)
         drainEvents()
     }
 
+    /// Handles the queued events, in order; the caller has set `handling`.
     private func drainEvents() {
-        guard !handling else { return }
-        handling = true
         var next = 0
         while next < events.count {
             let event = events[next]
             next += 1
-            actions.removeAll(keepingCapacity: true)
-            machine.handle(event, into: &actions)
-            run(actions)   // executing an action never handles an event (they are queued), so `actions` stays put
+            handle(event)
         }
-        events.removeAll(keepingCapacity: true)
+        if !events.isEmpty { events.removeAll(keepingCapacity: true) }
         handling = false
+    }
+
+    private func handle(_ event: ConnectionMachine.Event) {
+        actions.removeAll(keepingCapacity: true)
+        machine.handle(event, into: &actions)
+        run(actions)   // executing an action never handles an event (they are queued), so `actions` stays put
     }
 
     private func connection(_ side: Side) -> Connection? { side == .client ? client : upstream }

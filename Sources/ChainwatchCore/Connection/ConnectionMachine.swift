@@ -400,11 +400,11 @@ public struct ConnectionMachine: Sendable {
             allowance = PerSide(client: nil, upstream: nil)
             fed = PerSide(client: 0, upstream: 0)
             feeding = PerSide(client: false, upstream: false)
-            for side in [Side.upstream, .client] {
-                resume(side, .heldForVerdict)
-            }
+            resume(.upstream, .heldForVerdict)
+            resume(.client, .heldForVerdict)
             setReading(&out)
-            for side in [Side.upstream, .client] where buffered[side] > 0 { relay(from: side, &out) }
+            if buffered[.upstream] > 0 { relay(from: .upstream, &out) }
+            if buffered[.client] > 0 { relay(from: .client, &out) }
             finishHalfCloses(&out)
         case .block(let reason):
             inspecting = false
@@ -483,12 +483,15 @@ public struct ConnectionMachine: Sendable {
 
     /// Emits `.setReading` for each side whose paused state changed.
     private mutating func setReading(_ out: inout [Action]) {
-        for side in [Side.client, .upstream] {
-            let wanted = pauses[side].isEmpty
-            if reading[side] != wanted {
-                reading[side] = wanted
-                out.append(.setReading(side, wanted))
-            }
+        setReading(.client, &out)
+        setReading(.upstream, &out)
+    }
+
+    private mutating func setReading(_ side: Side, _ out: inout [Action]) {
+        let wanted = pauses[side].isEmpty
+        if reading[side] != wanted {
+            reading[side] = wanted
+            out.append(.setReading(side, wanted))
         }
     }
 

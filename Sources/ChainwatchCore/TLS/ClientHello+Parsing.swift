@@ -35,6 +35,7 @@ extension ClientHello {
         // renegotiation_info): no hashing or set growth per hello.
         var seenLow: UInt64 = 0
         var seenHigh: [UInt16] = []
+        extensionTypes.reserveCapacity(min(extensions.remaining / 4, 32))   // one allocation for a browser's hello
         while !extensions.isAtEnd {
             let type = try extensions.readUInt16("ClientHello.extension_type")
             var data = try extensions.readVector(lengthBytes: 2, "ClientHello.extension_data")

@@ -1,6 +1,6 @@
 /// What a client offered in its ClientHello: the facts chainwatch logs, matches rules on, and repeats in a probe.
 /// GREASE values are left out of every list.
-public struct ClientHello: Equatable, Sendable {
+public struct ClientHello: Hashable, Sendable {
     /// The version field of the hello itself (TLS 1.3 clients say TLS 1.2 here).
     public var legacyVersion: TLSVersion
     /// The 32-byte client random.

@@ -1,5 +1,5 @@
 /// What a server chose in its ServerHello (or HelloRetryRequest, which has the same shape).
-public struct ServerHello: Equatable, Sendable {
+public struct ServerHello: Hashable, Sendable {
     /// SHA-256("HelloRetryRequest"): the random of a HelloRetryRequest (RFC 8446 4.1.3).
     public static let helloRetryRequestRandom: [UInt8] = [
         0xCF, 0x21, 0xAD, 0x74, 0xE5, 0x9A, 0x61, 0x11, 0xBE, 0x1D, 0x8C, 0x02, 0x1E, 0x65, 0xB8, 0x91,

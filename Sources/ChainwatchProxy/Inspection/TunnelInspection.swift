@@ -117,7 +117,7 @@ final class TunnelInspection {
             let rule = self.rule
             switch result {
             case .success(let probe):
-                probeClientHello = probe.clientHello
+                probeClientHello = probe.parsedClientHello
                 if let difference = disagreement(with: probe) {
                     guard fresh else {
                         inspector.prober.invalidate(key)
@@ -143,25 +143,22 @@ final class TunnelInspection {
     /// then judged by the probe's chain alone (logged).
     private func disagreement(with probe: ProbeChain) -> String? {
         guard let tunnelHello = watch.serverHello, let clientHello = watch.clientHello else { return nil }
-        do {
-            let probeHello = try ServerHello.parse(handshakeMessage: probe.serverHello)
-            let probeClient = try ClientHello.parse(handshakeMessage: probe.clientHello)
-            return EvidenceAgreement.disagreement(tunnel: tunnelHello, probe: probeHello, client: clientHello, probeClient: probeClient)
-        } catch {
-            inspector.logger.error("probe \(upstreamAddress): its own hello cannot be parsed (\(error)); ServerHellos not compared")
+        guard let probeHello = probe.parsedServerHello, let probeClient = probe.parsedClientHello else {
+            inspector.logger.error("probe \(upstreamAddress): its own hellos cannot be parsed; ServerHellos not compared")
             return nil
         }
+        return EvidenceAgreement.disagreement(tunnel: tunnelHello, probe: probeHello, client: clientHello, probeClient: probeClient)
     }
 
-    /// The probe's own ClientHello (a handshake message), for its JA4 in an alert line.
-    private var probeClientHello: [UInt8]?
+    /// The probe's own ClientHello, for its JA4 in an alert line.
+    private var probeClientHello: ClientHello?
 
     private func finish(_ verdict: Verdict, evidence: Evidence?, rule: Rule) {
         guard !isFinished else { return }
         isFinished = true
         if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
             facts.clientJA4 = watch.clientHello?.ja4
-            facts.probeJA4 = probeClientHello.flatMap { try? ClientHello.parse(handshakeMessage: $0) }?.ja4
+            facts.probeJA4 = probeClientHello?.ja4
         }
         let now = loop.cachedMilliseconds
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
