@@ -263,8 +263,8 @@ extension ProxyConnection {
         var facts = facts(for: target)
         facts.upstreamIP = connectedAddress.ip
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
-                                          upstreamAddress: connectedAddress) { [weak self] decision in
-            self?.post(.decided(decision))
+                                          upstreamAddress: connectedAddress) { [weak self] event in
+            self?.post(event)
         }
         self.inspection = inspection
         events.append(.hold(.upstream, passingUpTo: 0))   // until the ClientHello picks the rule

@@ -27,6 +27,12 @@ extension ConnectionMachine {
         case flowing(Side)
         /// Inspection: the verdict.
         case decided(InspectionDecision)
+        /// Inspection, before any byte has passed either way: close the upstream connection and keep the client's
+        /// bytes, so the upstream is free for chainwatch's own probe (a server that takes one connection at a time
+        /// would otherwise never answer it). `.reconnect` opens the tunnel's upstream again.
+        case redial
+        /// Inspection: connect to the same upstream address again after `.redial`, then pass the client's bytes.
+        case reconnect
         /// A splice pump reading `from` ended.
         case spliceEnded(from: Side, SpliceEnd)
         /// The timer fired; nothing was read or written for `idleMilliseconds`.

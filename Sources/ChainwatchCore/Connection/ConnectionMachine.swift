@@ -53,6 +53,14 @@ public struct ConnectionMachine: Sendable {
     private var fed = PerSide(client: 0, upstream: 0)
     private var allowance = PerSide<Int?>(client: nil, upstream: nil)
     private var feeding = PerSide(client: false, upstream: false)
+    /// Where a `.redial` stands: the upstream connection was dropped for a probe and is not open again yet.
+    public enum Redial: Sendable, Hashable {
+        /// Waiting for `.reconnect` (the probe runs).
+        case waiting
+        /// Connecting again.
+        case connecting
+    }
+    public private(set) var redial: Redial?
     /// Plain HTTP: the last response is out and the connection closes once the client has it all.
     private(set) var closeWhenFlushed = false
 
@@ -103,10 +111,12 @@ public struct ConnectionMachine: Sendable {
             guard phase == .connecting else { break }
             refuse(502, reason, &out)
         case .connectFailed(let failure):
+            if phase == .relaying, redial == .connecting { return reconnectFailed("\(failure)", &out) }
             guard phase == .connecting else { break }
             out.append(.dropUpstream)
             connectNext(lastFailure: failure, &out)
         case .connected:
+            if phase == .relaying, redial == .connecting { return reconnected(&out) }
             guard phase == .connecting else { break }
             connected(&out)
         case .readable(let side, let count):
@@ -135,6 +145,13 @@ public struct ConnectionMachine: Sendable {
             if phase == .relaying, !feeding[side], buffered[side] > 0 { relay(from: side, &out) }
         case .decided(let decision):
             decided(decision, &out)
+        case .redial:
+            dropUpstreamForProbe(&out)
+        case .reconnect:
+            guard phase == .relaying, redial == .waiting else { break }
+            redial = .connecting
+            out.append(.schedule(milliseconds: limits.connectTimeoutMilliseconds))
+            out.append(.connect(addressIndex: max(0, nextAddress - 1)))   // the address the tunnel had
         case .spliceEnded(let from, let end):
             spliceEnded(from, end, &out)
         case .timerFired(let idle):
@@ -267,6 +284,10 @@ public struct ConnectionMachine: Sendable {
     private mutating func relay(from side: Side, _ out: inout [Action]) {
         let available = buffered[side]
         guard available > 0 else { return }
+        if pauses[side.other].contains(.notConnected) {   // redialing: nothing moves until the upstream is back
+            if available >= limits.holdLimit, !pauses[side].contains(.heldForVerdict) { pause(side, .heldForVerdict); setReading(&out) }
+            return
+        }
         var count = available
         if inspecting, let passing = allowance[side] {
             count = min(passing, available)
@@ -413,6 +434,41 @@ public struct ConnectionMachine: Sendable {
         }
     }
 
+    // MARK: - Redial (a probe before the tunnel's own handshake)
+
+    /// Drops the upstream connection while nothing has passed either way, holding the client's bytes.
+    private mutating func dropUpstreamForProbe(_ out: inout [Action]) {
+        guard phase == .relaying, inspecting, redial == nil, streamRelayed[.client] == 0, streamRelayed[.upstream] == 0,
+              !pauses[.upstream].contains(.spliced) else { return }
+        redial = .waiting
+        out.append(.dropUpstream)
+        pauses[.upstream] = PauseSet(.notConnected)
+        buffered[.upstream] = 0
+        queued[.upstream] = 0
+        fed[.upstream] = 0
+        feeding[.upstream] = false
+        writeShut[.upstream] = false
+        allowance[.upstream] = 0
+        setReading(&out)
+    }
+
+    private mutating func reconnected(_ out: inout [Action]) {
+        redial = nil
+        out.append(.cancelTimer)
+        out.append(.schedule(milliseconds: limits.idleTimeoutMilliseconds))
+        resume(.upstream, .notConnected)
+        resume(.client, .heldForVerdict)   // `relay` holds again what a hold still covers
+        setReading(&out)
+        if pauses[.client].contains(.ended) { finishHalfCloses(&out) }
+        if buffered[.client] > 0, !feeding[.client] { relay(from: .client, &out) }
+    }
+
+    /// The tunnel's client already has its `200`: all that is left is to close it.
+    private mutating func reconnectFailed(_ reason: String, _ out: inout [Action]) {
+        out.append(.log(.warning, "cannot reconnect to the upstream after the probe: \(reason)"))
+        close(resetting: [.client], &out)
+    }
+
     // MARK: - Timer
 
     private mutating func timerFired(idle: Int64, _ out: inout [Action]) {
@@ -426,6 +482,8 @@ public struct ConnectionMachine: Sendable {
         case .connecting:
             out.append(.dropUpstream)
             connectNext(lastFailure: .timedOut, &out)
+        case .relaying where redial == .connecting:
+            reconnectFailed("timed out after \(limits.connectTimeoutMilliseconds) ms", &out)
         case .relaying, .exchanging:
             let limit = Int64(limits.idleTimeoutMilliseconds)
             if idle >= limit {

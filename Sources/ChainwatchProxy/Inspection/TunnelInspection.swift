@@ -12,16 +12,17 @@ final class TunnelInspection {
     private var facts: TunnelFacts
     private let upstreamAddress: SocketAddress
     private var watch = HandshakeWatch()
-    /// Hears the verdict once (it holds its connection weakly: a probe may answer after the connection closed).
-    private let onDecision: (InspectionDecision) -> Void
+    /// Hears the verdict once, and the redial requests of a probe made first (it holds its connection weakly: a
+    /// probe may answer after the connection closed).
+    private let report: (ConnectionMachine.Event) -> Void
     /// Whether server bytes are held until the verdict (block rules).
     private(set) var holds: Bool
     /// Set when the verdict is in (or inspection was abandoned); the tunnel then stops feeding bytes.
     private(set) var isFinished = false
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: TunnelFacts, upstreamAddress: SocketAddress,
-         onDecision: @escaping (InspectionDecision) -> Void) {
-        self.onDecision = onDecision
+         report: @escaping (ConnectionMachine.Event) -> Void) {
+        self.report = report
         self.inspector = inspector
         self.snapshot = snapshot
         self.loop = loop
@@ -59,16 +60,19 @@ final class TunnelInspection {
 
     func clientBytes(_ chunk: UnsafeRawBufferPointer) {
         guard !isFinished else { return }
+        let hadHello = watch.sawClientHello
         let need = watch.client(chunk)
         if let hello = watch.clientHello, facts.serverName == nil, let sni = hello.serverName {
             facts.serverName = sni
             holds = holds || Self.holds(rule)
         }
+        if !hadHello, need == .moreBytes, let hello = watch.clientHello { probeFirstIfNeeded(hello) }
         handle(need)
     }
 
     func serverBytes(_ chunk: UnsafeRawBufferPointer) {
         guard !isFinished else { return }
+        sawServerBytes = true
         let need = watch.server(chunk)
         if let hello = watch.serverHello, facts.protocolVersion == nil {
             facts.protocolVersion = hello.version
@@ -84,6 +88,45 @@ final class TunnelInspection {
     }
 
     private var probing = false
+    private var sawServerBytes = false
+
+    /// Under a blocking rule, a TLS 1.3 offer with no probe result yet for it: the probe goes first, before the
+    /// tunnel's own handshake, with the tunnel's upstream connection closed (`.redial`). The verdict then comes
+    /// from fresh evidence as soon as the tunnel's ServerHello arrives, and a server that serves one connection at a
+    /// time (`openssl s_server`, many devices) answers the probe instead of holding it in its backlog until the
+    /// probe times out. A chain that blocks is blocked there and then, and the client gets no server byte; else
+    /// the tunnel reconnects to the same address and its handshake is compared with the probe as usual.
+    private func probeFirstIfNeeded(_ hello: ClientHello) {
+        guard holds, rule.action == .block, !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
+        let key = ProbeKey(address: upstreamAddress, offer: ClientOffer(mirroring: hello))
+        guard !inspector.prober.hasResult(for: key) else { return }
+        probing = true
+        report(.redial)
+        inspector.prober.probe(key, on: loop) { [self] result in
+            probing = false
+            guard !isFinished else { return }
+            let rule = self.rule
+            let verdict: Verdict
+            var evidence: Evidence?
+            switch result {
+            case .success(let probe):
+                probeClientHello = probe.parsedClientHello
+                if facts.protocolVersion == nil {   // the tunnel has no ServerHello yet: what the same offer got
+                    facts.protocolVersion = probe.version
+                    facts.cipher = NegotiatedCipher(probe.cipher)
+                }
+                (verdict, evidence) = inspector.judge(chain: probe.chainDER, rule: rule, snapshot: snapshot, tunnel: facts,
+                                                      source: .probe, nowMilliseconds: loop.cachedMilliseconds)
+            case .failure(let reason):
+                verdict = Evaluator.verdict(for: .probeFailed(reason), rule: rule)
+            }
+            if verdict.action == .block { return finish(verdict, evidence: evidence, rule: rule) }
+            report(.reconnect)
+            // A passing chain is judged again when the tunnel's ServerHello comes (from the cache, with the hellos
+            // compared); a failed probe that a rule lets through (`on_probe_error: alert`) is reported now.
+            if case .failure = result { finish(verdict, evidence: nil, rule: rule) }
+        }
+    }
 
     private func handle(_ need: HandshakeWatch.Need) {
         switch need {
@@ -170,9 +213,9 @@ final class TunnelInspection {
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds))
             }
-            onDecision(.block("\(deciding.reason.rawValue): \(deciding.detail)"))
+            report(.decided(.block("\(deciding.reason.rawValue): \(deciding.detail)")))
         } else {
-            onDecision(.release)
+            report(.decided(.release))
         }
     }
 }

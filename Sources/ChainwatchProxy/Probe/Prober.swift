@@ -74,6 +74,12 @@ public final class Prober: Sendable {
         }
     }
 
+    /// Whether a result for `key` is cached and not expired (a probe for it would be answered at once).
+    public func hasResult(for key: ProbeKey) -> Bool {
+        let time = now()
+        return table.withLock { table in table.results[key].map { time < $0.expires } ?? false }
+    }
+
     /// Forgets the cached result for `key`: the next probe handshakes again. A handshake in flight is not
     /// affected (its waiters get its result, which is then cached).
     public func invalidate(_ key: ProbeKey) {

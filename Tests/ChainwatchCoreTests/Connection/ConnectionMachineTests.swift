@@ -274,4 +274,95 @@ import Testing
         #expect(out.first == .refused(status: 503, reason: "connection limit reached (1)"))
         #expect(m.phase == .lingering)
     }
+
+    // MARK: - Redial: the probe before the tunnel's own handshake
+
+    /// An established tunnel whose client sent its ClientHello (300 bytes) and whose inspection asked to redial.
+    static func redialing(_ limits: ConnectionLimits = ConnectionLimits()) -> (ConnectionMachine, [ConnectionMachine.Action]) {
+        var m = established(limits)
+        #expect(m.handle(.readable(.client, buffered: 300)) == [.feedInspection(.client, from: 0)])
+        let out = m.handle(.redial)
+        #expect(m.handle(.inspected(.client)) == [], "the client's bytes must wait for the upstream connection")
+        return (m, out)
+    }
+
+    @Test func redialDropsTheUpstreamAndHoldsTheClientUntilReconnected() {
+        var (m, dropped) = Self.redialing()
+        #expect(dropped == [.dropUpstream, .setReading(.upstream, false)])
+        #expect(m.redial == .waiting)
+        #expect(m.isPaused(.upstream, for: .notConnected))
+        #expect(m.handle(.reconnect) == [.schedule(milliseconds: 10_000), .connect(addressIndex: 0)])
+        #expect(m.redial == .connecting)
+        let up = m.handle(.connected)
+        #expect(up == [.cancelTimer, .schedule(milliseconds: 300_000), .setReading(.upstream, true),
+                       .relay(from: .client, count: 300, eager: true)])
+        #expect(m.redial == nil)
+        #expect(!up.contains(.write(.client, HTTPWriter.connectionEstablished)), "the client has its 200 already")
+        // The server's bytes are still held for the verdict after the redial.
+        #expect(m.handle(.readable(.upstream, buffered: 90)) == [.feedInspection(.upstream, from: 0)])
+        #expect(m.handle(.inspected(.upstream)) == [])
+        #expect(m.handle(.decided(.release)).contains(.relay(from: .upstream, count: 90, eager: true)))
+    }
+
+    @Test func redialReconnectsToTheAddressTheTunnelHad() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        _ = m.handle(.peeked(.client, Self.connect))
+        _ = m.handle(.vetted(nil))
+        _ = m.handle(.resolved(addressCount: 3))
+        _ = m.handle(.connectFailed(.failed("connection refused")))   // address 0 refused, address 1 answers
+        _ = m.handle(.connected)
+        _ = m.handle(.redial)
+        #expect(m.handle(.reconnect).contains(.connect(addressIndex: 1)))
+    }
+
+    @Test func redialIsRefusedOnceBytesHavePassed() {
+        var m = Self.established()
+        _ = m.handle(.flowing(.upstream))
+        _ = m.handle(.readable(.upstream, buffered: 10))
+        _ = m.handle(.inspected(.upstream))   // 10 server bytes reached the client
+        #expect(m.handle(.redial) == [])
+        #expect(m.redial == nil)
+        #expect(m.handle(.reconnect) == [], "no reconnect without a redial")
+    }
+
+    @Test func blockWhileRedialingClosesWithoutReconnecting() {
+        var (m, _) = Self.redialing()
+        let out = m.handle(.decided(.block("untrusted_chain: forged")))
+        #expect(out.contains(.close(resetting: [])))
+        #expect(!out.contains { if case .connect = $0 { true } else { false } })
+        #expect(m.phase == .closed)
+    }
+
+    @Test func releaseBeforeReconnectPassesTheClientOnlyOnceConnected() {
+        var (m, _) = Self.redialing()
+        _ = m.handle(.reconnect)
+        let released = m.handle(.decided(.release))
+        #expect(!released.contains { if case .relay = $0 { true } else { false } }, "no upstream to write to yet")
+        #expect(m.handle(.connected).contains(.relay(from: .client, count: 300, eager: true)))
+    }
+
+    @Test func reconnectFailureOrTimeoutClosesTheClient() {
+        var (failing, _) = Self.redialing()
+        _ = failing.handle(.reconnect)
+        let out = failing.handle(.connectFailed(.failed("connection refused")))
+        #expect(out.contains(.close(resetting: [.client])))
+        #expect(!out.contains { if case .refused = $0 { true } else { false } }, "the client has its 200: no status now")
+        var (slow, _) = Self.redialing()
+        _ = slow.handle(.reconnect)
+        #expect(slow.handle(.timerFired(idleMilliseconds: 10_000)).contains(.close(resetting: [.client])))
+    }
+
+    @Test func clientBytesWhileRedialingStopAtTheHoldLimit() {
+        let limits = ConnectionLimits()
+        var (m, _) = Self.redialing(limits)
+        let out = m.handle(.readable(.client, buffered: limits.holdLimit + 1))
+        #expect(out == [.feedInspection(.client, from: 300)])
+        #expect(m.handle(.inspected(.client)) == [.setReading(.client, false)])
+        #expect(m.isPaused(.client, for: .heldForVerdict))
+        _ = m.handle(.reconnect)
+        let up = m.handle(.connected)
+        #expect(up.contains(.setReading(.client, true)))
+        #expect(up.contains(.relay(from: .client, count: limits.holdLimit + 1, eager: limits.holdLimit + 1 <= limits.eagerBytes)))
+    }
 }
