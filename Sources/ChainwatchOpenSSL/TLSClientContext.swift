@@ -117,15 +117,17 @@ enum TLSCodePoints {
     /// Groups usable in TLS 1.3 (a key share can only be for one of these).
     static let tls13Groups: Set<UInt16> = [23, 24, 25, 29, 30, 256, 257, 258, 259, 260]
 
+    /// OpenSSL 3.0 has no TLS 1.3 style name for the legacy schemes (SHA-1, SHA-224, DSA): those go by
+    /// `SIGNATURE+HASH`, which its sigalgs list parser also takes.
     static let signatureSchemes: [UInt16: String] = [
         0x0403: "ecdsa_secp256r1_sha256", 0x0503: "ecdsa_secp384r1_sha384", 0x0603: "ecdsa_secp521r1_sha512",
-        0x0303: "ecdsa_sha224", 0x0203: "ecdsa_sha1",
+        0x0303: "ECDSA+SHA224", 0x0203: "ECDSA+SHA1",
         0x0804: "rsa_pss_rsae_sha256", 0x0805: "rsa_pss_rsae_sha384", 0x0806: "rsa_pss_rsae_sha512",
         0x0809: "rsa_pss_pss_sha256", 0x080A: "rsa_pss_pss_sha384", 0x080B: "rsa_pss_pss_sha512",
         0x0807: "ed25519", 0x0808: "ed448",
         0x0401: "rsa_pkcs1_sha256", 0x0501: "rsa_pkcs1_sha384", 0x0601: "rsa_pkcs1_sha512",
-        0x0301: "rsa_pkcs1_sha224", 0x0201: "rsa_pkcs1_sha1",
-        0x0402: "dsa_sha256", 0x0502: "dsa_sha384", 0x0602: "dsa_sha512", 0x0302: "dsa_sha224", 0x0202: "dsa_sha1",
+        0x0301: "rsa_pkcs1_sha224", 0x0201: "RSA+SHA1",
+        0x0402: "DSA+SHA256", 0x0502: "DSA+SHA384", 0x0602: "DSA+SHA512", 0x0302: "DSA+SHA224", 0x0202: "DSA+SHA1",
         0x081A: "ecdsa_brainpoolP256r1tls13_sha256", 0x081B: "ecdsa_brainpoolP384r1tls13_sha384",
         0x081C: "ecdsa_brainpoolP512r1tls13_sha512",
     ]

@@ -88,6 +88,15 @@ struct TLSClientTests {
         #expect(hello.extensions[0x7777] == [] && hello.extensions[18] == [])   // sent empty (custom extensions)
     }
 
+    /// curl's list on Debian 12 ends in SHA-224 and DSA schemes, which OpenSSL 3.0 names only as `SIG+HASH`: a
+    /// probe that dropped them had a JA4 of its own.
+    @Test func legacySignatureSchemesAreMirroredToo() throws {
+        let curl: [UInt16] = [0x0403, 0x0503, 0x0603, 0x0807, 0x0808, 0x0809, 0x080A, 0x080B, 0x0804, 0x0805, 0x0806,
+                              0x0401, 0x0501, 0x0601, 0x0303, 0x0301, 0x0302, 0x0402, 0x0502, 0x0602]
+        let hello = try firstClientHello(ClientOffer(serverName: "genuine.test", signatureAlgorithms: curl))
+        #expect(hello.u16List(13) == curl)
+    }
+
     @Test func defaultOfferIsFullAndIPLiteralsGetNoSNI() throws {
         let named = try firstClientHello(ClientOffer(serverName: "genuine.test"))
         #expect(named.extensions[43]?.contains(0x04) == true)  // TLS 1.3 offered

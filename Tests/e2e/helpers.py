@@ -1,5 +1,6 @@
-"""Small helpers for the end-to-end tests: ports, raw proxy clients, local servers."""
+"""Small helpers for the end-to-end tests: ports, raw proxy clients, local servers, the test PKI, alert logs."""
 import hashlib
+import json
 import os
 import socket
 import socketserver
@@ -203,13 +204,16 @@ class BlobHTTPHandler(BaseHTTPRequestHandler):
 class HTTPServer:
     """A threaded HTTP (or HTTPS with `certfile`/`keyfile`) server on loopback."""
 
-    def __init__(self, blob=b"", certfile=None, keyfile=None, host="127.0.0.1", tls=None):
+    def __init__(self, blob=b"", certfile=None, keyfile=None, host="127.0.0.1", tls=None, more_certs=()):
         self.server = ThreadingHTTPServer((host, 0), BlobHTTPHandler)
         self.server.daemon_threads = True
         self.server.blob = blob
         if certfile:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(certfile, keyfile)
+            # One certificate per key type (RSA, ECDSA): OpenSSL picks by the client's signature algorithms.
+            for more_cert, more_key in more_certs:
+                ctx.load_cert_chain(str(more_cert), str(more_key))
             if tls:
                 version = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}[tls]
                 ctx.minimum_version = ctx.maximum_version = version
@@ -226,9 +230,11 @@ class HTTPServer:
 
 
 class OpenSSLServer:
-    """`openssl s_server -www` on loopback with a given certificate chain and TLS version; stopped by PID."""
+    """`openssl s_server -www` on loopback with a given certificate chain and TLS version; stopped by PID.
+    It serves one connection at a time. Without `-www` it ends at the end of its standard input: `keep_stdin` keeps
+    a pipe open until `close`."""
 
-    def __init__(self, cert, key, chain=None, tls="1.3", www=True, extra=()):
+    def __init__(self, cert, key, chain=None, tls="1.3", www=True, extra=(), keep_stdin=False):
         self.port = free_port()
         args = ["openssl", "s_server", "-accept", f"127.0.0.1:{self.port}", "-cert", str(cert), "-key", str(key),
                 "-quiet", "-naccept", "1000000"]
@@ -239,10 +245,13 @@ class OpenSSLServer:
         if www:
             args += ["-www"]
         args += list(extra)
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE if keep_stdin else subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for_port("127.0.0.1", self.port, proc=self.proc)
 
     def close(self):
+        if self.proc.stdin:
+            self.proc.stdin.close()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -273,3 +282,44 @@ def make_chain(directory, name="localhost"):
     with open(f"{d}/fullchain.pem", "w") as f:
         f.write(open(f"{d}/leaf.pem").read() + open(f"{d}/int.pem").read())
     return f"{d}/leaf.pem", f"{d}/leaf.key", f"{d}/int.pem", f"{d}/root.pem"
+
+
+class PKI:
+    """The test PKI made by Tests/pki/make-pki.sh: its directory (`pki / "genuine.pem"`) and its fingerprints as
+    the openssl CLI computed them (`pki.fps["genuine-root"]["sha256"]`, uppercase hex)."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.fps = {}
+        for line in (directory / "fingerprints.tsv").read_text().splitlines()[1:]:
+            name, sha, spki, *_ = line.split("\t")
+            self.fps[name] = {"sha256": sha, "spki": spki}
+
+    def __truediv__(self, name):
+        return self.dir / name
+
+    def __str__(self):
+        return str(self.dir)
+
+
+def colon_hex(hexdigest):
+    """`AB:CD:…`, the pin form of a hex fingerprint."""
+    return ":".join(hexdigest[i:i + 2] for i in range(0, len(hexdigest), 2))
+
+
+def read_alert_lines(alert_log, port=None):
+    """The alert log's lines as JSON objects, those about upstream `port` only when given."""
+    if not os.path.exists(alert_log):
+        return []
+    lines = [json.loads(raw) for raw in open(alert_log).read().splitlines() if raw.strip()]
+    return [l for l in lines if port is None or l.get("destination", {}).get("port") == port]
+
+
+def wait_alert_lines(alert_log, port, count=1, timeout=3.0):
+    """Polls the alert log (bounded) until it holds `count` lines about `port`; returns what it holds then."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = read_alert_lines(alert_log, port)
+        if len(lines) >= count or time.monotonic() >= deadline:
+            return lines
+        time.sleep(0.05)

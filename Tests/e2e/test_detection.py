@@ -10,26 +10,9 @@ import time
 import pytest
 
 from conftest import ROOT, Proxy
-from helpers import HTTPServer, OpenSSLServer
+from helpers import PKI, HTTPServer, OpenSSLServer
 
 PKI_SCRIPT = ROOT / "Tests/pki/make-pki.sh"
-
-
-class PKI:
-    """The test PKI's directory (`pki / "genuine.pem"`) and its fingerprints as the openssl CLI computed them."""
-
-    def __init__(self, directory):
-        self.dir = directory
-        self.fps = {}
-        for line in (directory / "fingerprints.tsv").read_text().splitlines()[1:]:
-            name, sha, spki, *_ = line.split("\t")
-            self.fps[name] = {"sha256": sha, "spki": spki}
-
-    def __truediv__(self, name):
-        return self.dir / name
-
-    def __str__(self):
-        return str(self.dir)
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,10 @@ public struct HandshakeWatch: Sendable {
     }
 
     private var clientObserver = TLSObserver()
-    private var serverObserver = TLSObserver()
+    private var serverObserver = TLSObserver(tracksEncryptedRecords: true)
+    /// After a TLS 1.3 ServerHello the server's record headers are still walked (constant memory): the size of its
+    /// encrypted flight, for `FlightAgreement`.
+    private var watchesServerFlight = false
     public private(set) var clientHello: ClientHello?
     public private(set) var serverHello: ServerHello?
     /// How many of the server's first bytes may reach the client before the verdict: a HelloRetryRequest's.
@@ -54,9 +57,17 @@ public struct HandshakeWatch: Sendable {
         }
     }
 
+    /// The encrypted records the server sent after its TLS 1.3 ServerHello, as far as seen (at most
+    /// `TLSObserver.maxTrackedEncryptedRecords`), and how their walk stands. Empty for TLS 1.2.
+    public var serverFlight: [EncryptedRecord] { watchesServerFlight ? serverObserver.encryptedRecords : [] }
+    public var serverFlightTracking: EncryptedRecordTracking { watchesServerFlight ? serverObserver.encryptedRecordTracking : .off }
+
     /// Feeds server → client bytes.
     public mutating func server(_ bytes: some Collection<UInt8>) -> Need {
-        if let decided { return decided }
+        if let decided {
+            if watchesServerFlight { serverObserver.append(bytes) }
+            return decided
+        }
         serverObserver.append(bytes)
         while true {
             let fact: HandshakeFact?
@@ -77,7 +88,11 @@ public struct HandshakeWatch: Sendable {
                     continue
                 }
                 serverHello = hello
-                if hello.version >= .tls1_3 { return decide(probeNeed()) }
+                if hello.version >= .tls1_3 {
+                    _ = try? serverObserver.next()   // `.encrypted`: the record walk starts with the bytes after the hello
+                    watchesServerFlight = true
+                    return decide(probeNeed())
+                }
             case .certificate(let ders):
                 return decide(.chain(ders))
             case .encrypted, .serverHelloDone:
@@ -103,7 +118,7 @@ public struct HandshakeWatch: Sendable {
     private mutating func decide(_ need: Need) -> Need {
         decided = need
         clientObserver = TLSObserver()
-        serverObserver = TLSObserver()
+        if !watchesServerFlight { serverObserver = TLSObserver() }
         return need
     }
 }

@@ -78,11 +78,16 @@ final class TunnelInspection {
             facts.protocolVersion = hello.version
             facts.cipher = NegotiatedCipher(hello.cipherSuite)
         }
+        if probing {   // the evidence is on its way or being weighed: more of the flight is all these bytes add
+            if pendingEvidence != nil { weighEvidence(flightEnded: false) }
+            return
+        }
         handle(need)
     }
 
     /// The tunnel closed before a verdict and no probe is pending: nothing more will come.
     func abandon() {
+        if pendingEvidence != nil { weighEvidence(flightEnded: true) }   // no more of the flight will come
         guard !isFinished, !probing else { return }
         isFinished = true
     }
@@ -152,33 +157,69 @@ final class TunnelInspection {
         }
     }
 
-    /// Gets the probe evidence for this tunnel and judges it. A probe whose ServerHello disagrees with the tunnel's
-    /// does not cover the tunnel (an interceptor spared the probe, or forges only since the probe was cached): it is
-    /// dropped from the cache and made again; a tunnel that still disagrees with a fresh probe is a finding.
+    /// Gets the probe evidence for this tunnel and judges it. A probe whose ServerHello or encrypted flight size
+    /// disagrees with the tunnel's does not cover the tunnel (an interceptor spared the probe, or forges only since
+    /// the probe was cached): it is dropped from the cache and made again; a tunnel that still disagrees with a fresh
+    /// probe is a finding.
     private func probe(_ key: ProbeKey, fresh: Bool) {
         inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
-            let rule = self.rule
             switch result {
             case .success(let probe):
                 probeClientHello = probe.parsedClientHello
-                if let difference = disagreement(with: probe) {
-                    guard fresh else {
-                        inspector.prober.invalidate(key)
-                        return self.probe(key, fresh: true)
-                    }
-                    probing = false
-                    let detail = "the tunnel's handshake differs from chainwatch's own with the same offer: \(difference)"
-                    return finish(Evaluator.verdict(for: .evidenceMismatch(detail), rule: rule), evidence: nil, rule: rule)
-                }
-                probing = false
-                let (verdict, evidence) = inspector.judge(chain: probe.chainDER, rule: rule, snapshot: snapshot, tunnel: facts,
-                                                          source: .probe, nowMilliseconds: loop.cachedMilliseconds)
-                finish(verdict, evidence: evidence, rule: rule)
+                pendingEvidence = (key, probe, fresh)
+                weighEvidence(flightEnded: false)
             case .failure(let reason):
                 probing = false
+                let rule = self.rule
                 finish(Evaluator.verdict(for: .probeFailed(reason), rule: rule), evidence: nil, rule: rule)
             }
         }
+    }
+
+    /// A probe result waiting to be weighed against the tunnel: its key, the result, whether it is fresh.
+    private var pendingEvidence: (key: ProbeKey, probe: ProbeChain, fresh: Bool)?
+    /// How long the tunnel's encrypted flight may take to reach the probe's size (a genuine server sends it with its
+    /// ServerHello): then what came is what is compared.
+    private var flightDeadline: Timer?
+
+    /// Compares the tunnel with the pending probe result: the hellos at once, the encrypted flight once the tunnel has
+    /// shown enough of it (or its deadline passed, or the tunnel ended); then the verdict, a re-probe, or a mismatch.
+    private func weighEvidence(flightEnded: Bool) {
+        guard let (key, probe, fresh) = pendingEvidence, !isFinished else { return }
+        var difference = disagreement(with: probe)
+        if difference == nil, let tunnelHello = watch.serverHello, let clientHello = watch.clientHello, tunnelHello.version >= .tls1_3 {
+            let flight = FlightAgreement.ProbeFlight(messages: probe.serverMessages.map { ($0.type, $0.length) },
+                                                     recordLengths: probe.serverRecordLengths)
+            switch FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking, flightEnded: flightEnded,
+                                           probe: flight, serverHello: tunnelHello, clientHello: clientHello) {
+            case .needsMoreRecords:
+                if flightDeadline == nil {
+                    let timer = Timer(loop: loop) { [weak self] in self?.weighEvidence(flightEnded: true) }
+                    timer.schedule(milliseconds: inspector.prober.timeoutMilliseconds)
+                    flightDeadline = timer
+                }
+                return
+            case .differs(let detail): difference = detail
+            case .agrees, .undecidable: break
+            }
+        }
+        pendingEvidence = nil
+        flightDeadline?.cancel()
+        flightDeadline = nil
+        let rule = self.rule
+        if let difference {
+            guard fresh else {
+                inspector.prober.invalidate(key)
+                return self.probe(key, fresh: true)
+            }
+            probing = false
+            let detail = "the tunnel's handshake differs from chainwatch's own with the same offer: \(difference)"
+            return finish(Evaluator.verdict(for: .evidenceMismatch(detail), rule: rule), evidence: nil, rule: rule)
+        }
+        probing = false
+        let (verdict, evidence) = inspector.judge(chain: probe.chainDER, rule: rule, snapshot: snapshot, tunnel: facts,
+                                                  source: .probe, nowMilliseconds: loop.cachedMilliseconds)
+        finish(verdict, evidence: evidence, rule: rule)
     }
 
     /// What the tunnel's ServerHello shows that the probe's, made with the same offer, does not. The probe's own

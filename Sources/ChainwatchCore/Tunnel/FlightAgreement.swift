@@ -1,0 +1,87 @@
+/// Whether a TLS 1.3 tunnel's encrypted server flight has the size of the one chainwatch's probe got from the same
+/// address with the same offer. The certificate is encrypted, but its size is not: a forged chain is another chain,
+/// and the EncryptedExtensions, Certificate, CertificateVerify and Finished messages it travels in add up to another
+/// length. An interceptor that spares the probe, or forges only after the probe was cached, and copies the genuine
+/// ServerHello (`EvidenceAgreement`) still has to send its own certificates here.
+///
+/// The probe knows its flight in plain text (each message's length) and as records (their lengths), so it first
+/// tells whether this server's records are plain messages plus the fixed AEAD overhead (one content-type byte and
+/// the tag): a server that pads its records, or packs other messages with them, cannot be compared
+/// (`.undecidable`). Then the tunnel's first records, as many as the probe's flight took, must add up to the probe's
+/// flight within `tolerance` (an ECDSA signature's DER length varies by a few bytes). A genuine server that cut its
+/// flight into other records for the client than for the probe would differ; OpenSSL, BoringSSL, Go and rustls cut
+/// the same flight the same way every time.
+///
+/// Cannot decide: a resumed session (no certificate), a client that offered certificate compression (its server may
+/// compress for the client and not for the probe, which cannot; so only a longer flight would be telling, and a
+/// forger can compress too), a server that pads records. Passes, by construction: a forged chain whose flight is
+/// within `tolerance` bytes of the genuine one.
+public enum FlightAgreement {
+    public enum Outcome: Equatable, Sendable {
+        case agrees
+        case differs(String)
+        /// The tunnel's records do not reach the probe's flight yet: feed more, or decide `flightEnded`.
+        case needsMoreRecords
+        case undecidable(String)
+    }
+
+    /// Bytes the two flights may differ by: the CertificateVerify of an ECDSA key varies by up to 3 bytes (DER
+    /// integers), an OCSP staple refreshed between the probe and the tunnel by a few more.
+    public static let tolerance = 16
+
+    /// The probe's side: the server's handshake messages after its ServerHello, in order (type, length with the
+    /// 4-byte header), and the payload lengths of the encrypted records that carried them.
+    public struct ProbeFlight: Equatable, Sendable {
+        public var messages: [(type: UInt8, length: Int)]
+        public var recordLengths: [Int]
+        public init(messages: [(type: UInt8, length: Int)], recordLengths: [Int]) {
+            self.messages = messages; self.recordLengths = recordLengths
+        }
+        public static func == (a: ProbeFlight, b: ProbeFlight) -> Bool {
+            a.recordLengths == b.recordLengths && a.messages.elementsEqual(b.messages) { $0.type == $1.type && $0.length == $1.length }
+        }
+    }
+
+    static let finished: UInt8 = 20
+    static let compressCertificate: UInt16 = 27
+
+    /// - Parameters:
+    ///   - tunnel: the encrypted records the tunnel's server sent after its ServerHello, in order, as far as seen.
+    ///   - tracking: how the tunnel's record walk stands (`.full` and `.invalidHeader` end it).
+    ///   - flightEnded: no more records will be waited for (the flight's deadline passed, or the stream ended).
+    public static func compare(tunnel: [EncryptedRecord], tracking: EncryptedRecordTracking, flightEnded: Bool,
+                               probe: ProbeFlight, serverHello: ServerHello, clientHello: ClientHello) -> Outcome {
+        if serverHello.resumes(clientHello) { return .undecidable("a resumed session sends no certificate") }
+        if clientHello.extensionTypes.contains(compressCertificate) {
+            return .undecidable("the client offered certificate compression")
+        }
+        guard let finishedIndex = probe.messages.firstIndex(where: { $0.type == finished }) else {
+            return .undecidable("the probe saw no Finished")
+        }
+        let overhead = 1 + tagLength(serverHello.cipherSuite)
+        let flight = probe.messages[...finishedIndex].reduce(0) { $0 + $1.length }
+        let probeRecords = probe.recordLengths.reduce(0) { $0 + $1 - overhead }
+        guard !probe.recordLengths.isEmpty, probeRecords == flight else {
+            return .undecidable("the server's records are not its messages plus AEAD overhead (padding)")
+        }
+        if tracking == .invalidHeader { return .differs("the tunnel's server sent a record header no TLS server sends") }
+
+        // The same server cuts the same flight into the same records; a forged chain changes their sizes. Record
+        // boundaries, not a running sum: a forger cannot line a longer certificate up with the genuine total.
+        let count = probe.recordLengths.count
+        let expected = probe.recordLengths.reduce(0, +)
+        let records = tunnel.lazy.filter { $0.contentType == 23 }.map(\.length)
+        guard records.count >= count else {
+            if tracking == .full || flightEnded {
+                return .differs("the encrypted server flight stopped after \(records.count) record(s), \(records.reduce(0, +)) bytes, in the tunnel; the probe's is \(count) record(s), \(expected) bytes")
+            }
+            return .needsMoreRecords
+        }
+        let seen = records.prefix(count).reduce(0, +)
+        if abs(seen - expected) <= tolerance { return .agrees }
+        return .differs("the encrypted server flight is \(seen) bytes in \(count) record(s) in the tunnel, \(expected) in the probe")
+    }
+
+    /// The AEAD tag of a TLS 1.3 suite: 16 bytes, 8 for TLS_AES_128_CCM_8_SHA256.
+    static func tagLength(_ suite: CipherSuite) -> Int { suite.rawValue == 0x1305 ? 8 : 16 }
+}
