@@ -65,6 +65,9 @@ struct CommonOptions: ParsableArguments {
     var svg: String?
     @Option(help: "SNI to send (default: none, as for an IP-literal host).")
     var sni: String?
+    @Flag(help: ArgumentHelp("Every session offers a server name never offered before (s<N>.fresh.bench.test, under one wildcard certificate), so a proxy has no cached evidence for it: what a first contact costs and how long it takes.",
+                             discussion: "chainwatch then probes every TLS 1.3 (or resumed) session; under block it probes before the session's own handshake."))
+    var freshNames = false
     @Option(help: ArgumentHelp("Test only: make the builtin upstream inject a fault (corrupt).", visibility: .hidden))
     var faultInject: String?
     @Flag(help: "Keep the temporary directory (certificates, configs, logs).")
@@ -139,7 +142,7 @@ extension CommonOptions {
                     upstreamKind: startUpstream, nginxWorkers: nginxWorkers, concurrency: concurrency, longTransfers: longTransfers,
                     threads: threads, rate: rate, duration: duration, count: scenario == .idle ? nil : count, timeout: timeout, grace: grace,
                     maxFailures: maxFailures, responseBytes: payload.responseBytes, bulkBytes: try parseSize(payload.size),
-                    upload: payload.upload, resume: payload.resume, sni: sni, fault: fault, keepTemp: keepTemp, quiet: quiet)
+                    upload: payload.upload, resume: payload.resume, sni: sni, freshNames: freshNames, fault: fault, keepTemp: keepTemp, quiet: quiet)
     }
 
     /// Runs the plan, prints the table, writes the files, exits 0/1/2.

@@ -17,6 +17,8 @@ struct ClientSettings: @unchecked Sendable {
     var rawUpstream: Endpoint
     var tls: TLSContext?
     var sni: String?
+    /// Each session sends a server name of its own (`--fresh-names`).
+    var freshNames = false
     var path = "/body.bin"
     /// The body length every response must have; nil: whatever Content-Length says.
     var expectedBodyBytes: Int?
@@ -44,6 +46,8 @@ final class RunShared: Sendable {
     /// Sessions of the primary kind still to start (Int.max: bound by time only).
     let budget: Atomic<Int>
     let failures = Atomic<Int>(0)
+    /// Sessions that took a fresh server name (`--fresh-names`).
+    let freshNames = Atomic<Int>(0)
     /// Idle tunnels established and holding.
     let established = Atomic<Int>(0)
 
@@ -264,6 +268,8 @@ final class Session {
     var kind: SessionKind { lane.kind }
     private var bev: OpaquePointer?
     private var ssl: OpaquePointer?   // borrowed: the TLS filter bufferevent owns it
+    /// The server name this session offers (`--sni`, or its own with `--fresh-names`).
+    private var sessionName: String?
     enum Phase: String {
         case connecting, awaitingConnect200, handshaking, awaitingResponseHead, readingBody
         case receivingStream, sendingStream, awaitingUploadVerdict
@@ -384,7 +390,12 @@ final class Session {
 
     private func beginTLS() {
         guard let tls = settings.tls, let ssl = SSL_new(tls.raw) else { return fail("SSL_new failed: \(drainOpenSSLErrors())") }
-        if let sni = settings.sni { _ = c_openssl_SSL_set_tlsext_host_name(ssl, sni) }
+        if settings.freshNames {
+            sessionName = "s\(worker.shared.freshNames.add(1, ordering: .relaxed).newValue).fresh.bench.test"
+        } else {
+            sessionName = settings.sni
+        }
+        if let sni = sessionName { _ = c_openssl_SSL_set_tlsext_host_name(ssl, sni) }
         if settings.resume, let saved = lane.tlsSession { _ = SSL_set_session(ssl, saved) }
         guard let filter = bufferevent_openssl_filter_new(worker.base, bev, ssl, BUFFEREVENT_SSL_CONNECTING, EV.closeOnFree) else {
             SSL_free(ssl)
@@ -403,7 +414,7 @@ final class Session {
             $0.tlsHandshake.record((now - tunnelAt) / 1000)
             if resumed { $0.resumed += 1 }
         }
-        let host = settings.sni ?? settings.tlsUpstream.description
+        let host = sessionName ?? settings.tlsUpstream.description
         write(bev!, "GET \(settings.path) HTTP/1.1\r\nHost: \(host)\r\nUser-Agent: chainwatch-bench\r\nConnection: close\r\n\r\n")
         phase = .awaitingResponseHead
     }

@@ -108,7 +108,7 @@ struct GeneratedChain {
             basicConstraints = critical, CA:FALSE
             keyUsage = critical, digitalSignature
             extendedKeyUsage = serverAuth
-            subjectAltName = IP:127.0.0.1, DNS:localhost
+            subjectAltName = IP:127.0.0.1, DNS:localhost, DNS:*.fresh.bench.test
             subjectKeyIdentifier = hash
             authorityKeyIdentifier = keyid
             """

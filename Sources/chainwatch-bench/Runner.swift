@@ -39,6 +39,7 @@ struct Plan {
     var upload: Bool
     var resume: Bool
     var sni: String?
+    var freshNames = false
     var fault: Fault?
     var keepTemp: Bool
     var quiet: Bool
@@ -155,7 +156,7 @@ final class Runner {
               anchors: [system]
             rules:
               - name: bench-upstream
-                match: ["127.0.0.1", "localhost"]
+                match: ["127.0.0.1", "localhost", "*.fresh.bench.test"]
                 action: \(action)
                 anchors: ["\(chain.rootFile)"]
 
@@ -193,6 +194,7 @@ final class Runner {
                                                  resumption: plan.resume)
         }
         settings.sni = plan.sni
+        settings.freshNames = plan.freshNames
         settings.expectedBodyBytes = plan.externalTLSUpstream == nil ? plan.responseBytes : nil
         settings.verifyBody = plan.externalTLSUpstream == nil
         settings.bulkBytes = plan.bulkBytes

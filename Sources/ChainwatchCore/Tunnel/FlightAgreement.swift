@@ -7,15 +7,16 @@
 /// The probe knows its flight in plain text (each message's length) and as records (their lengths), so it first
 /// tells whether this server's records are plain messages plus the fixed AEAD overhead (one content-type byte and
 /// the tag): a server that pads its records, or packs other messages with them, cannot be compared
-/// (`.undecidable`). Then the tunnel's first records, as many as the probe's flight took, must add up to the probe's
-/// flight within `tolerance` (an ECDSA signature's DER length varies by a few bytes). A genuine server that cut its
-/// flight into other records for the client than for the probe would differ; OpenSSL, BoringSSL, Go and rustls cut
-/// the same flight the same way every time.
+/// (`.undecidable`). Then the tunnel's first records, as many as the probe's flight took, must each have the length
+/// of the probe's record, exactly, but for `signatureSlack` bytes where the CertificateVerify is (an ECDSA
+/// signature's DER length varies). A genuine server that cut its flight into other records for the client than for
+/// the probe would differ; OpenSSL, BoringSSL, Go and rustls cut the same flight the same way every time.
 ///
 /// Cannot decide: a resumed session (no certificate), a client that offered certificate compression (its server may
 /// compress for the client and not for the probe, which cannot; so only a longer flight would be telling, and a
-/// forger can compress too), a server that pads records. Passes, by construction: a forged chain whose flight is
-/// within `tolerance` bytes of the genuine one.
+/// forger can compress too), a server that pads records. Passes, by construction: a forged chain of exactly the
+/// genuine chain's length, cut into the same records (a forger who knows this can re-sign until the DER lengths
+/// match; the probe's freshness is then what bounds it).
 public enum FlightAgreement {
     public enum Outcome: Equatable, Sendable {
         case agrees
@@ -25,9 +26,10 @@ public enum FlightAgreement {
         case undecidable(String)
     }
 
-    /// Bytes the two flights may differ by: the CertificateVerify of an ECDSA key varies by up to 3 bytes (DER
-    /// integers), an OCSP staple refreshed between the probe and the tunnel by a few more.
-    public static let tolerance = 16
+    /// Bytes a record carrying the CertificateVerify may differ by: an ECDSA signature's two DER integers each lose a
+    /// byte when their top bit is clear, and may lose more, rarely. Every other record must match exactly (a staple
+    /// refreshed since the probe differs too; the fresh probe made on any difference then agrees).
+    public static let signatureSlack = 4
 
     /// The probe's side: the server's handshake messages after its ServerHello, in order (type, length with the
     /// 4-byte header), and the payload lengths of the encrypted records that carried them.
@@ -43,6 +45,7 @@ public enum FlightAgreement {
     }
 
     static let finished: UInt8 = 20
+    static let certificateVerify: UInt8 = 15
     static let compressCertificate: UInt16 = 27
 
     /// - Parameters:
@@ -66,20 +69,39 @@ public enum FlightAgreement {
         }
         if tracking == .invalidHeader { return .differs("the tunnel's server sent a record header no TLS server sends") }
 
-        // The same server cuts the same flight into the same records; a forged chain changes their sizes. Record
-        // boundaries, not a running sum: a forger cannot line a longer certificate up with the genuine total.
-        let count = probe.recordLengths.count
-        let expected = probe.recordLengths.reduce(0, +)
-        let records = tunnel.lazy.filter { $0.contentType == 23 }.map(\.length)
-        guard records.count >= count else {
+        // The same server cuts the same flight into the same records, and every byte of it is the same but the
+        // CertificateVerify signature's (an ECDSA signature's DER length varies by a few bytes): each record must
+        // have the probe's length, exactly, or within `signatureSlack` for a record that carries the signature.
+        // Record by record, not a running sum: a forger cannot line a longer certificate up with the genuine total.
+        let signature = signatureRange(probe.messages[...finishedIndex])
+        var plainOffset = 0
+        var expected: [(length: Int, slack: Int)] = []
+        for length in probe.recordLengths {
+            let plain = plainOffset..<(plainOffset + length - overhead)
+            plainOffset = plain.upperBound
+            expected.append((length, signature.map { plain.overlaps($0) ? signatureSlack : 0 } ?? signatureSlack))
+        }
+        let records = Array(tunnel.lazy.filter { $0.contentType == 23 }.map(\.length).prefix(expected.count))
+        for (index, length) in records.enumerated() where abs(length - expected[index].length) > expected[index].slack {
+            return .differs("encrypted server record \(index + 1) of the flight is \(length) bytes in the tunnel, \(expected[index].length) in the probe")
+        }
+        guard records.count == expected.count else {
             if tracking == .full || flightEnded {
-                return .differs("the encrypted server flight stopped after \(records.count) record(s), \(records.reduce(0, +)) bytes, in the tunnel; the probe's is \(count) record(s), \(expected) bytes")
+                return .differs("the encrypted server flight stopped after \(records.count) of the probe's \(expected.count) record(s)")
             }
             return .needsMoreRecords
         }
-        let seen = records.prefix(count).reduce(0, +)
-        if abs(seen - expected) <= tolerance { return .agrees }
-        return .differs("the encrypted server flight is \(seen) bytes in \(count) record(s) in the tunnel, \(expected) in the probe")
+        return .agrees
+    }
+
+    /// Where the CertificateVerify message lies in the flight's plaintext.
+    private static func signatureRange(_ messages: ArraySlice<(type: UInt8, length: Int)>) -> Range<Int>? {
+        var offset = 0
+        for message in messages {
+            if message.type == certificateVerify { return offset..<(offset + message.length) }
+            offset += message.length
+        }
+        return nil
     }
 
     /// The AEAD tag of a TLS 1.3 suite: 16 bytes, 8 for TLS_AES_128_CCM_8_SHA256.

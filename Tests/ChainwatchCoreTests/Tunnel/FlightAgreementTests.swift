@@ -27,17 +27,26 @@ import Testing
 
     @Test func anECDSASignatureAFewBytesShorterStillAgrees() throws {
         #expect(try compare([27, 2_121, 264 + 17 - 2, 53]) == .agrees)
+        #expect(try compare([27, 2_121, 264 + 17 + 3, 53]) == .agrees)
+        guard case .differs = try compare([27, 2_121, 264 + 17 + 40, 53]) else { Issue.record("a long signature passed"); return }
+        // Packed into one record with the rest, the signature's slack is that record's.
+        let packed = FlightAgreement.ProbeFlight(messages: Self.genuine, recordLengths: [27 + 2_104, 264 + 36 + 17])
+        #expect(try compare([27 + 2_104, 264 + 36 + 17 - 1], probe: packed) == .agrees)
+        guard case .differs = try compare([27 + 2_104 - 1, 264 + 36 + 17], probe: packed) else { Issue.record("slack leaked"); return }
     }
 
     @Test func aForgedChainOfAnotherLengthDiffers() throws {
         // A longer chain (another key, another issuer name): its records add up to more.
         guard case .differs(let detail) = try compare([27, 2_121 + 300, 281, 53]) else { Issue.record("not caught"); return }
-        #expect(detail.contains("2782") && detail.contains("2482"))
+        #expect(detail.contains("record 2") && detail.contains("2421") && detail.contains("2121"))
+        // One byte longer (an ECDSA signature in a certificate that came out a byte longer) is another chain.
+        guard case .differs = try compare([27, 2_122, 281, 53]) else { Issue.record("a one-byte difference passed"); return }
         // Lined up with the genuine total at a record boundary (EncryptedExtensions + certificate = the whole genuine
         // flight), it still takes four records.
         guard case .differs = try compare([27, 2_414 - 10 + 17, 281, 53]) else { Issue.record("a lined-up chain passed"); return }
-        // A shorter one in fewer records: undecided until the flight's deadline or the stream's end, then a difference.
-        let short = [27 + 2_121 - 400 + 281 + 53 - 34]
+        // A flight that stops after two of the four records: undecided until the flight's deadline or the stream's
+        // end, then a difference.
+        let short = [27, 2_121]
         #expect(try compare(short) == .needsMoreRecords)
         guard case .differs = try compare(short, ended: true) else { Issue.record("short flight not caught at its end"); return }
     }

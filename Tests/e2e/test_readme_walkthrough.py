@@ -1,0 +1,48 @@
+"""The README's two-minute walk-through, run as written: its shell block is taken from README.md and run with bash
+(only the binary directory, the ports and the scratch directory are changed), so the README cannot drift from what
+the proxy does. It must show the genuine page over TLS 1.2, then a TLS 1.3 interception blocked from probe
+evidence, then the 403 for the known-bad upstream."""
+import json
+import os
+import re
+import signal
+import subprocess
+
+from conftest import BIN, ROOT
+from helpers import free_port
+
+
+def walkthrough_block():
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Two-minute walk-through"):]
+    return re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_walkthrough_blocks_a_tls13_interception(tmp_path):
+    script = walkthrough_block()
+    proxy_port, server_port = free_port(), free_port()
+    script = (script.replace("B=.build/release", f"B={os.path.dirname(BIN)}")
+                    .replace("P=/tmp/cw", f"P={tmp_path}/cw")
+                    .replace("3128", str(proxy_port)).replace("8443", str(server_port)))
+    assert "--listen" not in script   # the proxy's default listen address is what the README relies on
+    script = script.replace("$B/chainwatch run ", f"$B/chainwatch run --listen 127.0.0.1:{proxy_port} ")
+    # Its own session: every process the script starts is in one group, killed afterwards whatever happened (the
+    # script stops them itself by their PIDs: this is for a failure half-way).
+    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    out = out.decode(errors="replace")
+    assert "<HTML>" in out, f"no genuine page through the proxy:\n{out[-3000:]}"
+    assert "curl: (35)" in out, f"the intercepted handshake was not cut:\n{out[-3000:]}"
+    assert "response 403" in out, f"no 403 for the known-bad upstream:\n{out[-3000:]}"
+    lines = [json.loads(l) for l in (tmp_path / "cw" / "alerts.jsonl").read_text().splitlines()]
+    first = lines[0]
+    assert first["event"]["action"] == "block" and first["event"]["reason"] == "root_mismatch", first
+    assert first["tls"]["version"] == "1.3" and first["chainwatch"]["evidence"] == "probe", first
+    assert [l["chainwatch"]["evidence"] for l in lines[1:]] == ["cache"], lines
