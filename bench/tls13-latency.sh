@@ -41,7 +41,7 @@ for evidence in ("cached", "fresh"):
             key = ("direct" if name == "direct" else f"{name.split()[-1]}, {evidence}")
             if name == "direct" and evidence == "fresh":
                 key = "direct (names fresh)"
-            rows.setdefault(key, []).append((float(f[-10]), float(f[-8]), f[-4]))
+            rows.setdefault(key, []).append((float(f[-11]), float(f[-9]), f[-4]))
 print(f"| target | p50 ms | p99 ms | proxy CPU s / 1 000 conn | runs |")
 print("|---|---|---|---|---|")
 for key, values in rows.items():

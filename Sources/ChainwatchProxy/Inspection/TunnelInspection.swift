@@ -248,8 +248,9 @@ final class TunnelInspection {
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {
             // Only what the server's chain earned marks the upstream bad for everyone: findings a client can steer
-            // (its own non-TLS bytes, an SNI that disagrees with its CONNECT) block that tunnel alone.
-            if deciding.reason != .notTLS && deciding.reason != .sniMismatch {
+            // (its own non-TLS bytes, an SNI that disagrees with its CONNECT, an offer whose handshake the probe's
+            // cannot match) block that tunnel alone; every other tunnel is still compared with the probe.
+            if deciding.reason != .notTLS && deciding.reason != .sniMismatch && deciding.reason != .evidenceMismatch {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds))
