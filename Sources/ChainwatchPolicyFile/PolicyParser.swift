@@ -4,6 +4,9 @@ import Yams
 
 /// Turns a policy file's YAML into a `Policy`, collecting every problem with its exact line and column.
 /// Keeps going after an error so that one `policy check` run reports them all.
+///
+/// About 530 lines, on purpose: it is the policy schema, one function per section, each key's checks beside their
+/// error text; split across files, the schema would have no one place to read it.
 struct PolicyParser {
     let file: String
     let directory: String

@@ -288,8 +288,8 @@ extension ProxyConnection {
     }
 
     /// What the alert lines say about this client and `authority`, before anything is known of the handshake.
-    private func facts(for authority: Authority) -> TunnelFacts {
-        TunnelFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host, port: authority.port)
+    private func facts(for authority: Authority) -> ConnectionFacts {
+        ConnectionFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host, port: authority.port)
     }
 
     /// Whether a request may go on: an upstream whose last verdict blocked gets `403` (and an alert line), and plain

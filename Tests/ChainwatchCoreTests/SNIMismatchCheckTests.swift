@@ -12,6 +12,6 @@ import Testing
 
 @Test func ipConnectOrNoSNIPasses() {
     #expect(SNIMismatchCheck().evaluate(Synthetic.evidence(host: "192.0.2.7", sni: "api.example.com"), rule: Rule(name: "r"), at: Synthetic.now) == .passes)
-    var e = Synthetic.evidence(); e.serverName = nil
+    var e = Synthetic.evidence(); e.connection.serverName = nil
     #expect(SNIMismatchCheck().evaluate(e, rule: Rule(name: "r"), at: Synthetic.now) == .passes)
 }

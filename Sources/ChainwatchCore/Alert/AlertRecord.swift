@@ -3,16 +3,8 @@
 public struct AlertRecord: Sendable {
     /// Milliseconds since the epoch.
     public var timeMilliseconds: Int64
-    public var tunnelID: UInt64
-    public var sourceIP: String
-    public var sourcePort: UInt16
-    public var destinationDomain: String
-    public var destinationIP: String?
-    public var destinationPort: UInt16
-    public var serverName: String?
-    /// `1.2`, `1.3` (ECS `tls.version`), nil when unknown.
-    public var tlsVersion: String?
-    public var cipher: String?
+    /// The connection the finding is about: client, destination, SNI, version, cipher, JA4 fingerprints.
+    public var connection: ConnectionFacts
     public var finding: Finding
     public var rule: Rule
     public var evidence: Evidence?
@@ -20,18 +12,10 @@ public struct AlertRecord: Sendable {
     public var action: Action
     /// Every finding of the verdict (the deciding one included), listed in `chainwatch.findings`.
     public var allFindings: [Finding]
-    /// The client's JA4 fingerprint (`tls.client.ja4`), when its ClientHello was read.
-    public var clientJA4: String?
-    /// The JA4 of chainwatch's own probe (`chainwatch.probe.ja4`), when the evidence came from a probe: equal to the
-    /// client's where the probe mirrors it completely.
-    public var probeJA4: String?
 
-    public init(timeMilliseconds: Int64, tunnelID: UInt64, sourceIP: String, sourcePort: UInt16, destinationDomain: String,
-                destinationIP: String?, destinationPort: UInt16, serverName: String?, tlsVersion: String?, cipher: String?,
-                finding: Finding, rule: Rule, evidence: Evidence?, action: Action, allFindings: [Finding] = []) {
-        self.timeMilliseconds = timeMilliseconds; self.tunnelID = tunnelID; self.sourceIP = sourceIP; self.sourcePort = sourcePort
-        self.destinationDomain = destinationDomain; self.destinationIP = destinationIP; self.destinationPort = destinationPort
-        self.serverName = serverName; self.tlsVersion = tlsVersion; self.cipher = cipher; self.finding = finding
+    public init(timeMilliseconds: Int64, connection: ConnectionFacts, finding: Finding, rule: Rule, evidence: Evidence?,
+                action: Action, allFindings: [Finding] = []) {
+        self.timeMilliseconds = timeMilliseconds; self.connection = connection; self.finding = finding
         self.rule = rule; self.evidence = evidence; self.action = action; self.allFindings = allFindings
     }
 
@@ -52,19 +36,19 @@ public struct AlertRecord: Sendable {
         o.set("event.action", action.rawValue)
         o.set("event.reason", finding.reason.rawValue)
         o.set("event.outcome", action == .block ? "failure" : "success")
-        o.set("message", "\(action.rawValue) \(destinationDomain):\(destinationPort): \(finding.reason.rawValue): \(finding.detail)")
+        o.set("message", "\(action.rawValue) \(connection.connectHost):\(connection.port): \(finding.reason.rawValue): \(finding.detail)")
         o.set("rule.name", rule.name)
-        o.set("source.ip", sourceIP)
-        o.set("source.port", Int(sourcePort))
-        o.set("destination.domain", destinationDomain)
-        o.set("destination.ip", destinationIP)
-        o.set("destination.port", Int(destinationPort))
+        o.set("source.ip", connection.sourceIP)
+        o.set("source.port", Int(connection.sourcePort))
+        o.set("destination.domain", connection.connectHost)
+        o.set("destination.ip", connection.upstreamIP)
+        o.set("destination.port", Int(connection.port))
         o.set("network.protocol", "tls")
-        o.set("tls.version_protocol", tlsVersion == nil ? nil : "tls")
-        o.set("tls.version", tlsVersion)
-        o.set("tls.cipher", cipher)
-        o.set("tls.client.server_name", serverName)
-        o.set("tls.client.ja4", clientJA4)
+        o.set("tls.version_protocol", connection.protocolVersion == nil ? nil : "tls")
+        o.set("tls.version", connection.protocolVersion?.ecsName)
+        o.set("tls.cipher", connection.cipher?.name)
+        o.set("tls.client.server_name", connection.serverName)
+        o.set("tls.client.ja4", connection.clientJA4)
         let chain = evidence.map { $0.validation.path.isEmpty ? $0.validation.presented : $0.validation.path } ?? []
         if let leaf = evidence?.leaf {
             o.set("tls.server.hash.sha256", HashText.hex(leaf.sha256))
@@ -82,8 +66,8 @@ public struct AlertRecord: Sendable {
             o.set("tls.server.x509.signature_algorithm", leaf.signatureAlgorithm)
         }
         o.set("chainwatch.verdict", action.rawValue)
-        o.set("chainwatch.probe.ja4", probeJA4)
-        o.set("chainwatch.tunnel_id", String(tunnelID))
+        o.set("chainwatch.probe.ja4", connection.probeJA4)
+        o.set("chainwatch.tunnel_id", String(connection.id))
         o.set("chainwatch.rule", rule.name)
         o.set("chainwatch.reason", finding.reason.rawValue)
         o.set("chainwatch.level", finding.level?.rawValue)

@@ -13,26 +13,40 @@ public enum CheckResult: Equatable, Sendable {
 
 /// What chainwatch observed about one connection, as plain values.
 public struct Evidence: Sendable, Hashable {
-    /// The host from the CONNECT request (or the absolute-form URL).
-    public var connectHost: String
-    /// The ClientHello's server_name, when there was one.
-    public var serverName: String?
-    public var port: UInt16
-    /// The negotiated version; nil when unknown (the protocol floor then passes).
-    public var protocolVersion: TLSVersion?
-    /// The negotiated cipher suite; nil when unknown.
-    public var cipher: NegotiatedCipher?
+    /// The connection the chain was judged for (its handshake facts as far as known then).
+    public var connection: ConnectionFacts
     public var validation: PathValidation
     public var source: EvidenceSource
 
+    public init(connection: ConnectionFacts, validation: PathValidation, source: EvidenceSource) {
+        self.connection = connection; self.validation = validation; self.source = source
+    }
+
     public init(connectHost: String, serverName: String?, port: UInt16, protocolVersion: TLSVersion?,
                 cipher: NegotiatedCipher?, validation: PathValidation, source: EvidenceSource) {
-        self.connectHost = connectHost; self.serverName = serverName; self.port = port
-        self.protocolVersion = protocolVersion; self.cipher = cipher; self.validation = validation; self.source = source
+        self.init(connection: ConnectionFacts(connectHost: connectHost, port: port, serverName: serverName,
+                                              protocolVersion: protocolVersion, cipher: cipher),
+                  validation: validation, source: source)
+    }
+
+    /// The host from the CONNECT request (or the absolute-form URL).
+    public var connectHost: String { connection.connectHost }
+    /// The ClientHello's server_name, when there was one.
+    public var serverName: String? { connection.serverName }
+    public var port: UInt16 { connection.port }
+    /// The negotiated version; nil when unknown (the protocol floor then passes).
+    public var protocolVersion: TLSVersion? {
+        get { connection.protocolVersion }
+        set { connection.protocolVersion = newValue }
+    }
+    /// The negotiated cipher suite; nil when unknown.
+    public var cipher: NegotiatedCipher? {
+        get { connection.cipher }
+        set { connection.cipher = newValue }
     }
 
     /// The name checked against the leaf and used to pick the rule: the SNI, else the CONNECT host.
-    public var hostChecked: String { serverName ?? connectHost }
+    public var hostChecked: String { connection.hostChecked }
 
     /// The leaf: first of the validated path, else first presented.
     public var leaf: CertificateFacts? { validation.path.first ?? validation.presented.first }

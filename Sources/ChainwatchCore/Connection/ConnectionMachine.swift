@@ -9,7 +9,7 @@
 /// splice hand-off are decided here. A side is read exactly while it has no `PauseReason`; the machine emits
 /// `.setReading` whenever that changes.
 ///
-/// About 500 lines, on purpose: every transition of the machine's private state is in this one file (its events and
+/// About 550 lines, on purpose: every transition of the machine's private state is in this one file (its events and
 /// actions are in `ConnectionMachine+Events.swift`, the plain-HTTP steps in `ExchangeMachine.swift`).
 public struct ConnectionMachine: Sendable {
     public enum Phase: Sendable, Hashable {

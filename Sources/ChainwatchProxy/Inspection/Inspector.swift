@@ -23,7 +23,7 @@ public final class Inspector: Sendable {
 
     /// Judges a chain (DER as presented) for a tunnel: from the cache when this rule already judged these exact
     /// certificates for this name, else by building and validating the path and running the checks.
-    func judge(chain: [[UInt8]], rule: Rule, snapshot: PolicySnapshot, tunnel: TunnelFacts, source: EvidenceSource,
+    func judge(chain: [[UInt8]], rule: Rule, snapshot: PolicySnapshot, tunnel: ConnectionFacts, source: EvidenceSource,
                nowMilliseconds: Int64) -> (Verdict, Evidence) {
         let host = tunnel.hostChecked
         // No digest (OpenSSL could not allocate): judge this chain afresh and cache nothing, so it shares no entry.
@@ -33,8 +33,7 @@ public final class Inspector: Sendable {
         if let key, let entry = cache.verdict(for: key, now: nowMilliseconds) {
             var evidence = entry.evidence
             evidence.source = .cache
-            evidence.protocolVersion = tunnel.protocolVersion
-            evidence.cipher = tunnel.cipher
+            evidence.connection = tunnel   // this connection's facts, not those of the one first judged
             // The protocol floor belongs to this connection, not the cached one: re-run the cheap checks.
             let verdict = tunnel.protocolVersion == entry.evidence.protocolVersion && tunnel.cipher == entry.evidence.cipher
                 ? entry.verdict : evaluator.evaluate(evidence, rule: rule, at: UnixTime(seconds: nowMilliseconds / 1000))
@@ -42,42 +41,20 @@ public final class Inspector: Sendable {
         }
         let now = UnixTime(seconds: nowMilliseconds / 1000)
         let validation = PathValidator.validate(chain: chain, store: snapshot.store(for: rule), at: now)
-        let evidence = Evidence(connectHost: tunnel.connectHost, serverName: tunnel.serverName, port: tunnel.port,
-                                protocolVersion: tunnel.protocolVersion, cipher: tunnel.cipher, validation: validation, source: source)
+        let evidence = Evidence(connection: tunnel, validation: validation, source: source)
         let verdict = evaluator.evaluate(evidence, rule: rule, at: now)
         if let key { cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds) }
         return (verdict, evidence)
     }
 
     /// Writes the tunnel's alert line: the deciding finding, with every finding listed.
-    func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: TunnelFacts, nowMilliseconds: Int64) {
+    func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: ConnectionFacts, nowMilliseconds: Int64) {
         guard let deciding = verdict.deciding else { return }
-        var record = AlertRecord(
-            timeMilliseconds: nowMilliseconds, tunnelID: tunnel.id, sourceIP: tunnel.sourceIP, sourcePort: tunnel.sourcePort,
-            destinationDomain: tunnel.connectHost, destinationIP: tunnel.upstreamIP, destinationPort: tunnel.port,
-            serverName: tunnel.serverName, tlsVersion: tunnel.protocolVersion?.ecsName, cipher: tunnel.cipher?.name,
-            finding: deciding, rule: rule, evidence: evidence, action: deciding.action, allFindings: verdict.findings)
-        record.clientJA4 = tunnel.clientJA4
-        record.probeJA4 = tunnel.probeJA4
+        let record = AlertRecord(timeMilliseconds: nowMilliseconds, connection: tunnel, finding: deciding, rule: rule,
+                                 evidence: evidence, action: deciding.action, allFindings: verdict.findings)
         alerts.submit(record.jsonLine)
         var logger = logger
         logger[metadataKey: "tunnel.id"] = "\(tunnel.id)"
         logger.notice("\(deciding.action.rawValue) \(tunnel.connectHost):\(tunnel.port) \(deciding.reason.rawValue): \(deciding.detail)")
     }
-}
-
-/// What one tunnel knows about itself, for evidence and alert lines.
-struct TunnelFacts: Sendable {
-    var id: UInt64
-    var sourceIP: String
-    var sourcePort: UInt16
-    var connectHost: String
-    var port: UInt16
-    var upstreamIP: String?
-    var serverName: String?
-    var protocolVersion: TLSVersion?
-    var cipher: NegotiatedCipher?
-    var clientJA4: String?
-    var probeJA4: String?
-    var hostChecked: String { serverName ?? connectHost }
 }

@@ -9,7 +9,7 @@ final class TunnelInspection {
     private let inspector: Inspector
     private let snapshot: PolicySnapshot
     private let loop: EventLoop
-    private var facts: TunnelFacts
+    private var facts: ConnectionFacts
     private let upstreamAddress: SocketAddress
     private var watch = HandshakeWatch()
     /// Hears the verdict once, and the redial requests of a probe made first (it holds its connection weakly: a
@@ -20,7 +20,7 @@ final class TunnelInspection {
     /// Set when the verdict is in (or inspection was abandoned); the tunnel then stops feeding bytes.
     private(set) var isFinished = false
 
-    init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: TunnelFacts, upstreamAddress: SocketAddress,
+    init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
          report: @escaping (ConnectionMachine.Event) -> Void) {
         self.report = report
         self.inspector = inspector

@@ -17,9 +17,10 @@ import Testing
                                 validation: PathValidation(presented: [leaf], path: [leaf], error: nil, anchorIsSystemRoot: false),
                                 source: .passive)
         let finding = Finding(reason: .rootMismatch, level: .root, detail: "anchor \"x\" not pinned\nsecond line", check: "pins", action: .block)
-        return AlertRecord(timeMilliseconds: 1_795_323_599_007, tunnelID: 7, sourceIP: "127.0.0.1", sourcePort: 5000,
-                           destinationDomain: "a.test", destinationIP: "127.0.0.1", destinationPort: 443, serverName: "a.test",
-                           tlsVersion: "1.2", cipher: "TLS_AES_128_GCM_SHA256", finding: finding, rule: Rule(name: "r"),
+        let connection = ConnectionFacts(id: 7, sourceIP: "127.0.0.1", sourcePort: 5000, connectHost: "a.test", port: 443,
+                                         upstreamIP: "127.0.0.1", serverName: "a.test", protocolVersion: .tls1_2,
+                                         cipher: NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true))
+        return AlertRecord(timeMilliseconds: 1_795_323_599_007, connection: connection, finding: finding, rule: Rule(name: "r"),
                            evidence: evidence, action: .block, allFindings: [finding, finding])
     }
 
