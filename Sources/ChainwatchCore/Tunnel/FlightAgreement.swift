@@ -12,9 +12,9 @@
 /// signature's DER length varies). A genuine server that cut its flight into other records for the client than for
 /// the probe would differ; OpenSSL, BoringSSL, Go and rustls cut the same flight the same way every time.
 ///
-/// Cannot decide: a resumed session (no certificate), a client that offered certificate compression (its server may
-/// compress for the client and not for the probe, which cannot; so only a longer flight would be telling, and a
-/// forger can compress too), a server that pads records. Passes, by construction: a forged chain of exactly the
+/// Cannot decide: a resumed session (no certificate), a client that offered an extension the probe cannot send
+/// (certificate compression above all: its server may compress for the client and not for the probe, which cannot;
+/// record_size_limit and application_settings change EncryptedExtensions), a server that pads records. Passes, by construction: a forged chain of exactly the
 /// genuine chain's length, cut into the same records (a forger who knows this can re-sign until the DER lengths
 /// match; the probe's freshness is then what bounds it).
 public enum FlightAgreement {
@@ -47,16 +47,25 @@ public enum FlightAgreement {
     static let finished: UInt8 = 20
     static let certificateVerify: UInt8 = 15
     static let compressCertificate: UInt16 = 27
+    /// Offered extensions that change nothing the server sends in a full handshake: padding, and a pre-shared key
+    /// or early data the server turned down (had it taken them, the session is resumed and not compared).
+    static let inert: Set<UInt16> = [21, 41, 42]
 
     /// - Parameters:
     ///   - tunnel: the encrypted records the tunnel's server sent after its ServerHello, in order, as far as seen.
     ///   - tracking: how the tunnel's record walk stands (`.full` and `.invalidHeader` end it).
     ///   - flightEnded: no more records will be waited for (the flight's deadline passed, or the stream ended).
+    ///   - probeClientHello: the probe's own ClientHello: an extension the client offered and the probe could not
+    ///     (certificate compression, record_size_limit, application_settings, delegated credentials, ...) can change
+    ///     what the server sends the client, so the flights are then not compared.
     public static func compare(tunnel: [EncryptedRecord], tracking: EncryptedRecordTracking, flightEnded: Bool,
-                               probe: ProbeFlight, serverHello: ServerHello, clientHello: ClientHello) -> Outcome {
+                               probe: ProbeFlight, serverHello: ServerHello, clientHello: ClientHello,
+                               probeClientHello: ClientHello) -> Outcome {
         if serverHello.resumes(clientHello) { return .undecidable("a resumed session sends no certificate") }
-        if clientHello.extensionTypes.contains(compressCertificate) {
-            return .undecidable("the client offered certificate compression")
+        let unmatched = Set(clientHello.extensionTypes).subtracting(probeClientHello.extensionTypes).subtracting(inert)
+        if !unmatched.isEmpty {
+            let names = unmatched.sorted().map { $0 == compressCertificate ? "27 (certificate compression)" : String($0) }
+            return .undecidable("the client offered extension(s) the probe cannot: \(names.joined(separator: ", "))")
         }
         guard let finishedIndex = probe.messages.firstIndex(where: { $0.type == finished }) else {
             return .undecidable("the probe saw no Finished")

@@ -187,11 +187,13 @@ final class TunnelInspection {
     private func weighEvidence(flightEnded: Bool) {
         guard let (key, probe, fresh) = pendingEvidence, !isFinished else { return }
         var difference = disagreement(with: probe)
-        if difference == nil, let tunnelHello = watch.serverHello, let clientHello = watch.clientHello, tunnelHello.version >= .tls1_3 {
+        if difference == nil, let tunnelHello = watch.serverHello, let clientHello = watch.clientHello, tunnelHello.version >= .tls1_3,
+           let probeClient = probe.parsedClientHello {
             let flight = FlightAgreement.ProbeFlight(messages: probe.serverMessages.map { ($0.type, $0.length) },
                                                      recordLengths: probe.serverRecordLengths)
             switch FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking, flightEnded: flightEnded,
-                                           probe: flight, serverHello: tunnelHello, clientHello: clientHello) {
+                                           probe: flight, serverHello: tunnelHello, clientHello: clientHello,
+                                           probeClientHello: probeClient) {
             case .needsMoreRecords:
                 if flightDeadline == nil {
                     let timer = Timer(loop: loop) { [weak self] in self?.weighEvidence(flightEnded: true) }

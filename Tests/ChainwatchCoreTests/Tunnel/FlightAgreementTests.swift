@@ -13,7 +13,8 @@ import Testing
                  probe: FlightAgreement.ProbeFlight = probe, client: ClientHello? = nil) throws -> FlightAgreement.Outcome {
         let (hello, server) = try EvidenceAgreementTests.hellos("tls13-rsa")
         return FlightAgreement.compare(tunnel: tunnel.map { EncryptedRecord(contentType: 23, length: $0) }, tracking: tracking,
-                                       flightEnded: ended, probe: probe, serverHello: server, clientHello: client ?? hello)
+                                       flightEnded: ended, probe: probe, serverHello: server, clientHello: client ?? hello,
+                                       probeClientHello: hello)
     }
 
     @Test func theSameFlightAgrees() throws {
@@ -70,10 +71,18 @@ import Testing
         // A probe that saw no Finished.
         let cut = FlightAgreement.ProbeFlight(messages: Array(Self.genuine.prefix(2)), recordLengths: Array(Self.records(Self.genuine).prefix(2)))
         guard case .undecidable = try compare(Self.records(Self.genuine), probe: cut) else { Issue.record("no Finished compared"); return }
-        // A client that offered certificate compression.
-        var compressing = try EvidenceAgreementTests.hellos("tls13-rsa").client
-        compressing.extensionTypes.append(27)
-        guard case .undecidable = try compare([27, 900, 281, 53], client: compressing) else { Issue.record("compression compared"); return }
+        // A client that offered certificate compression, or record_size_limit, which the probe cannot offer.
+        for type: UInt16 in [27, 28] {
+            var client = try EvidenceAgreementTests.hellos("tls13-rsa").client
+            client.extensionTypes.append(type)
+            guard case .undecidable(let why) = try compare([27, 900, 281, 53], client: client), why.contains("\(type)") else {
+                Issue.record("extension \(type) the probe lacked, compared anyway"); return
+            }
+        }
+        // Padding, or a pre-shared key the server turned down, changes nothing the server sends.
+        var padding = try EvidenceAgreementTests.hellos("tls13-rsa").client
+        padding.extensionTypes += [21, 41]
+        guard case .differs = try compare([27, 900, 281, 53], client: padding) else { Issue.record("padding made it undecidable"); return }
     }
 
     @Test func theCapturedHandshakeShowsItsFlight() throws {
