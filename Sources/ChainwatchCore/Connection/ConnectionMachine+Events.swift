@@ -50,7 +50,7 @@ extension ConnectionMachine {
         /// Drops the first `count` bytes of `side`'s input.
         case consume(Side, Int)
         /// Asks whether this request may go on (a known-bad upstream, a plain-HTTP rule); answered by `.vetted`.
-        case vet(ProxyRequest, requestLine: String)
+        indirect case vet(ProxyRequest, requestLine: String)
         case resolve(Authority)
         /// Connects to the resolved address at `addressIndex`, with the connect timeout.
         case connect(addressIndex: Int)
