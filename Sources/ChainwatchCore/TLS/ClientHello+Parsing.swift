@@ -77,6 +77,10 @@ extension ClientHello {
 }
 
 extension ClientHello {
+    /// The longest server_name accepted: a DNS name is at most 255 octets (RFC 1035 2.3.4). Longer names are not
+    /// names, and each one would be kept per tunnel, written into alert lines and matched against every rule.
+    public static let maxServerNameLength = 255
+
     /// Parses one whole handshake message holding a ClientHello: type 1, a 3-byte length, then exactly that many
     /// body bytes (no record header). For hellos chainwatch builds itself, such as a probe's, taken from its
     /// handshake transcript. Throws `unexpectedHandshakeType` for another message type, `messageTooLong` past
@@ -128,7 +132,8 @@ private extension ByteReader {
             var name = try list.readVector(lengthBytes: 2, "ClientHello.server_name.name")
             guard nameType == 0 else { continue }
             let bytes = name.readRest()
-            guard hostName == nil, !bytes.isEmpty, bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            guard hostName == nil, !bytes.isEmpty, bytes.count <= ClientHello.maxServerNameLength,
+                  bytes.allSatisfy({ (0x21...0x7E).contains($0) }) else {
                 throw .invalidServerName
             }
             hostName = String(decoding: bytes, as: UTF8.self)

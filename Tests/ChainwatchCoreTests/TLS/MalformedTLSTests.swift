@@ -269,9 +269,16 @@ import Testing
         [0] + vector(2, Array("a.exa\u{0}mple".utf8)),
         [0] + vector(2, Array("a.exämple".utf8)),
         [0] + vector(2, []),
+        [0] + vector(2, Array((String(repeating: "a.", count: 127) + "ab").utf8)),   // 256 octets: longer than any DNS name
     ])
     func invalidHostNameIsRejected(_ list: [UInt8]) {
         #expect(observe(clientHelloRecord(extensions: [(0, vector(2, list))])).error == .invalidServerName)
+    }
+
+    @Test func aServerNameOfTheLongestDNSLengthIsAccepted() throws {
+        let name = String(repeating: "a.", count: 127) + "a"   // 255 octets
+        let list = [0] + vector(2, Array(name.utf8))
+        #expect(try clientHello(observedFacts(clientHelloRecord(extensions: [(0, vector(2, list))]))).serverName == name)
     }
 
     @Test func serverNameOfAnotherTypeIsSkipped() throws {
