@@ -79,7 +79,7 @@ struct Run: ParsableCommand {
     func run() throws {
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = EscapingLogHandler(StreamLogHandler.standardError(label: label))
             handler.logLevel = level
             return handler
         }
