@@ -268,6 +268,9 @@ extension ProxyConnection {
         }
         self.inspection = inspection
         events.append(.hold(.upstream, passingUpTo: 0))   // until the ClientHello picks the rule
+        // The client's bytes wait for its whole ClientHello: the probe may have to go first, on an upstream
+        // connection none of them has reached (a ClientHello can come in several reads).
+        events.append(.hold(.client, passingUpTo: 0))
     }
 
     private func feed(_ side: Side, from offset: Int) {
@@ -276,10 +279,12 @@ extension ProxyConnection {
             return
         }
         let held = inspection.holdsServerBytes
+        let clientHeld = inspection.wantsClientBytes
         connection.input.forEachChunk(from: offset) { chunk in
             if side == .client { inspection.clientBytes(chunk) } else { inspection.serverBytes(chunk) }
         }
         if held, !inspection.holdsServerBytes { events.append(.flowing(.upstream)) }
+        if clientHeld, !inspection.wantsClientBytes { events.append(.flowing(.client)) }
         if side == .upstream, inspection.passableServerBytes > passedServerBytes {
             passedServerBytes = inspection.passableServerBytes
             events.append(.hold(.upstream, passingUpTo: passedServerBytes))

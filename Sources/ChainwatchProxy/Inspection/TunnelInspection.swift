@@ -87,22 +87,25 @@ final class TunnelInspection {
 
     /// The tunnel closed before a verdict and no probe is pending: nothing more will come.
     func abandon() {
-        if pendingEvidence != nil { weighEvidence(flightEnded: true) }   // no more of the flight will come
+        tunnelEnded = true   // no more of the flight will come, now or after a re-probe
+        if pendingEvidence != nil { weighEvidence(flightEnded: true) }
         guard !isFinished, !probing else { return }
         isFinished = true
     }
 
     private var probing = false
     private var sawServerBytes = false
+    private var tunnelEnded = false
 
-    /// Under a blocking rule, a TLS 1.3 offer with no probe result yet for it: the probe goes first, before the
+    /// Under a rule that holds the server's bytes for its verdict (its action or one of its dispositions is `block`),
+    /// a TLS 1.3 offer with no probe result yet for it: the probe goes first, before the
     /// tunnel's own handshake, with the tunnel's upstream connection closed (`.redial`). The verdict then comes
     /// from fresh evidence as soon as the tunnel's ServerHello arrives, and a server that serves one connection at a
     /// time (`openssl s_server`, many devices) answers the probe instead of holding it in its backlog until the
     /// probe times out. A chain that blocks is blocked there and then, and the client gets no server byte; else
     /// the tunnel reconnects to the same address and its handshake is compared with the probe as usual.
     private func probeFirstIfNeeded(_ hello: ClientHello) {
-        guard holds, rule.action == .block, !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
+        guard holds, !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
         let key = ProbeKey(address: upstreamAddress, offer: ClientOffer(mirroring: hello))
         guard !inspector.prober.hasResult(for: key) else { return }
         probing = true
@@ -129,7 +132,9 @@ final class TunnelInspection {
             report(.reconnect)
             // A passing chain is judged again when the tunnel's ServerHello comes (from the cache, with the hellos
             // compared); a failed probe that a rule lets through (`on_probe_error: alert`) is reported now.
-            if case .failure = result { finish(verdict, evidence: nil, rule: rule) }
+            if case .failure = result { return finish(verdict, evidence: nil, rule: rule) }
+            // Had the machine kept the connection (bytes had passed), the server may have answered meanwhile.
+            if let decided = watch.decided { handle(decided) }
         }
     }
 
@@ -191,7 +196,8 @@ final class TunnelInspection {
            let probeClient = probe.parsedClientHello {
             let flight = FlightAgreement.ProbeFlight(messages: probe.serverMessages.map { ($0.type, $0.length) },
                                                      recordLengths: probe.serverRecordLengths)
-            switch FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking, flightEnded: flightEnded,
+            switch FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking,
+                                           flightEnded: flightEnded || tunnelEnded,
                                            probe: flight, serverHello: tunnelHello, clientHello: clientHello,
                                            probeClientHello: probeClient) {
             case .needsMoreRecords:
@@ -251,8 +257,9 @@ final class TunnelInspection {
         if verdict.action == .block, let deciding = verdict.deciding {
             // Only what the server's chain earned marks the upstream bad for everyone: findings a client can steer
             // (its own non-TLS bytes, an SNI that disagrees with its CONNECT, an offer whose handshake the probe's
-            // cannot match) block that tunnel alone; every other tunnel is still compared with the probe.
-            if deciding.reason != .notTLS && deciding.reason != .sniMismatch && deciding.reason != .evidenceMismatch {
+            // cannot match, an offer the server refuses, which fails the probe made with it) block that tunnel
+            // alone; every other tunnel is judged on its own.
+            if ![.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed].contains(deciding.reason) {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds))
