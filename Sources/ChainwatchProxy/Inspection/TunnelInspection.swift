@@ -259,7 +259,10 @@ final class TunnelInspection {
             // (its own non-TLS bytes, an SNI that disagrees with its CONNECT, an offer whose handshake the probe's
             // cannot match, an offer the server refuses, which fails the probe made with it) block that tunnel
             // alone; every other tunnel is judged on its own.
-            if ![.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed].contains(deciding.reason) {
+            // A client that named another server than its CONNECT host had its chain judged for that name, so the
+            // CONNECT host is not marked either.
+            let clientNamedAnother = facts.serverName.map { HostName.normalize($0) != HostName.normalize(facts.connectHost) } ?? false
+            if !clientNamedAnother, ![.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed].contains(deciding.reason) {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds))
