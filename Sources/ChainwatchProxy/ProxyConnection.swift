@@ -268,9 +268,9 @@ extension ProxyConnection {
         }
         self.inspection = inspection
         events.append(.hold(.upstream, passingUpTo: 0))   // until the ClientHello picks the rule
-        // The client's bytes wait for its whole ClientHello: the probe may have to go first, on an upstream
-        // connection none of them has reached (a ClientHello can come in several reads).
-        events.append(.hold(.client, passingUpTo: 0))
+        // Under a rule that holds the server's bytes, the client's wait for its whole ClientHello (for a moment at
+        // most): the probe may have to go first, on an upstream connection none of them has reached.
+        if inspection.holdClientBytesIfNeeded() { events.append(.hold(.client, passingUpTo: 0)) }
     }
 
     private func feed(_ side: Side, from offset: Int) {
@@ -279,12 +279,12 @@ extension ProxyConnection {
             return
         }
         let held = inspection.holdsServerBytes
-        let clientHeld = inspection.wantsClientBytes
+        let clientHeld = inspection.holdsClientBytes
         connection.input.forEachChunk(from: offset) { chunk in
             if side == .client { inspection.clientBytes(chunk) } else { inspection.serverBytes(chunk) }
         }
         if held, !inspection.holdsServerBytes { events.append(.flowing(.upstream)) }
-        if clientHeld, !inspection.wantsClientBytes { events.append(.flowing(.client)) }
+        if clientHeld, !inspection.holdsClientBytes, !inspection.isFinished { events.append(.flowing(.client)) }
         if side == .upstream, inspection.passableServerBytes > passedServerBytes {
             passedServerBytes = inspection.passableServerBytes
             events.append(.hold(.upstream, passingUpTo: passedServerBytes))

@@ -103,6 +103,12 @@ public struct HandshakeWatch: Sendable {
             case .clientHello:
                 return decide(.notTLS("server: sent a ClientHello"))
             case .alert:
+                // A server that refuses the handshake (protocol_version, handshake_failure) says so before any
+                // ServerHello: the alert carries no certificate, and held, it leaves the client waiting. It passes
+                // when nothing but a passable HelloRetryRequest came before it.
+                if serverHello == nil, serverFacts == 1 || passableServerBytes > 0, !serverObserver.hasPendingHandshakeBytes {
+                    passableServerBytes = serverObserver.consumedByteCount
+                }
                 continue
             }
         }

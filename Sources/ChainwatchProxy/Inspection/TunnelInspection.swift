@@ -58,6 +58,34 @@ final class TunnelInspection {
     /// Whether client bytes still matter (until the ClientHello is read).
     var wantsClientBytes: Bool { !isFinished && !watch.sawClientHello }
 
+    /// Whether the client's bytes are held until its ClientHello is whole: under a rule that holds the server's
+    /// bytes, the probe may have to go first on an upstream connection none of them has reached. Bounded by
+    /// `clientHoldMilliseconds`: a client that sends a few TLS-looking bytes and waits is not TLS, and its bytes flow.
+    private(set) var holdsClientBytes = false
+    private var clientHoldDeadline: Timer?
+    /// A TLS client sends its whole ClientHello at once; its segments arrive within a round trip.
+    static let clientHoldMilliseconds = 1000
+
+    /// Starts holding the client's bytes when the rule holds the server's (the executor then holds them).
+    func holdClientBytesIfNeeded() -> Bool {
+        guard holds, !isFinished, !watch.sawClientHello else { return false }
+        holdsClientBytes = true
+        let timer = Timer(loop: loop) { [weak self] in
+            guard let self, holdsClientBytes else { return }
+            holdsClientBytes = false
+            report(.flowing(.client))
+        }
+        timer.schedule(milliseconds: min(Self.clientHoldMilliseconds, inspector.prober.timeoutMilliseconds))
+        clientHoldDeadline = timer
+        return true
+    }
+
+    private func stopHoldingClientBytes() {
+        holdsClientBytes = false
+        clientHoldDeadline?.cancel()
+        clientHoldDeadline = nil
+    }
+
     func clientBytes(_ chunk: UnsafeRawBufferPointer) {
         guard !isFinished else { return }
         let hadHello = watch.sawClientHello
@@ -67,6 +95,7 @@ final class TunnelInspection {
             holds = holds || Self.holds(rule)
         }
         if !hadHello, need == .moreBytes, let hello = watch.clientHello { probeFirstIfNeeded(hello) }
+        if holdsClientBytes, watch.sawClientHello || need != .moreBytes { stopHoldingClientBytes() }
         handle(need)
     }
 
@@ -248,6 +277,7 @@ final class TunnelInspection {
     private func finish(_ verdict: Verdict, evidence: Evidence?, rule: Rule) {
         guard !isFinished else { return }
         isFinished = true
+        stopHoldingClientBytes()   // the verdict releases or closes both sides
         if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
             facts.clientJA4 = watch.clientHello?.ja4
             facts.probeJA4 = probeClientHello?.ja4

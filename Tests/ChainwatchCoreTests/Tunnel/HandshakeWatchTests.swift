@@ -96,6 +96,17 @@ import Testing
 @Suite struct HandshakeWatchMalformedTests {
     /// A Certificate message over the cap (a forged chain padded past 64 KiB) must not pass as "not TLS":
     /// it is a handshake chainwatch cannot judge, and the rule's action applies.
+    @Test func aServersRefusalBeforeAnyServerHelloMayPass() throws {
+        var w = HandshakeWatch()
+        _ = w.client(try TLSFixture.bytes("tls13-rsa.c2s.bin"))
+        let refusal: [UInt8] = [21, 0x03, 0x03, 0x00, 0x02, 2, 70]   // fatal protocol_version
+        #expect(w.server(refusal) == .moreBytes)
+        #expect(w.passableServerBytes == refusal.count)
+        // After a ServerHello an alert passes nothing more.
+        let (_, after) = try HandshakeWatchTests().watch("tls12-rsa")
+        #expect(after.passableServerBytes == 0)
+    }
+
     @Test func oversizedServerMessageIsMalformedNotNotTLS() throws {
         var w = HandshakeWatch()
         _ = w.client(try TLSFixture.bytes("tls12-rsa.c2s.bin"))
@@ -105,5 +116,6 @@ import Testing
         }
         #expect(detail.hasPrefix("server:"))
     }
+
 
 }
