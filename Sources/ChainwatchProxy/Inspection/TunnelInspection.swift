@@ -55,9 +55,6 @@ final class TunnelInspection {
     /// How many of the server's first bytes may pass while the rest is held (a HelloRetryRequest's).
     var passableServerBytes: Int { watch.passableServerBytes }
 
-    /// Whether client bytes still matter (until the ClientHello is read).
-    var wantsClientBytes: Bool { !isFinished && !watch.sawClientHello }
-
     /// Whether the client's bytes are held until its ClientHello is whole: under a rule that holds the server's
     /// bytes, the probe may have to go first on an upstream connection none of them has reached. Bounded by
     /// `clientHoldMilliseconds`: a client that sends a few TLS-looking bytes and waits is not TLS, and its bytes flow.
@@ -127,12 +124,12 @@ final class TunnelInspection {
     private var tunnelEnded = false
 
     /// Under a rule that holds the server's bytes for its verdict (its action or one of its dispositions is `block`),
-    /// a TLS 1.3 offer with no probe result yet for it: the probe goes first, before the
-    /// tunnel's own handshake, with the tunnel's upstream connection closed (`.redial`). The verdict then comes
-    /// from fresh evidence as soon as the tunnel's ServerHello arrives, and a server that serves one connection at a
-    /// time (`openssl s_server`, many devices) answers the probe instead of holding it in its backlog until the
-    /// probe times out. A chain that blocks is blocked there and then, and the client gets no server byte; else
-    /// the tunnel reconnects to the same address and its handshake is compared with the probe as usual.
+    /// a TLS 1.3 offer with no probe result yet for it: the probe goes first, before the tunnel's own handshake, with
+    /// the tunnel's upstream connection closed (`.redial`). The verdict then comes from fresh evidence as soon as the
+    /// tunnel's ServerHello arrives, and a server that serves one connection at a time (`openssl s_server`, many
+    /// devices) answers the probe instead of holding it in its backlog until the probe times out. A chain that blocks
+    /// is blocked there and then, and the client gets no server byte; else the tunnel reconnects to the same address
+    /// and its handshake is compared with the probe as usual.
     private func probeFirstIfNeeded(_ hello: ClientHello) {
         guard holds, !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
         let key = ProbeKey(address: upstreamAddress, offer: ClientOffer(mirroring: hello))
