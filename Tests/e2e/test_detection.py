@@ -97,13 +97,24 @@ class Upstream(HTTPServer):
         super().__init__(certfile=str(certfile), keyfile=str(keyfile), tls=tls)
 
 
+SERVED_PORTS = set()
+
+
 def serve(pki, name, tls, chain=None, tmp=None):
-    """Serves the leaf NAME with `chain` (default: its own intermediates) in TLS `tls`."""
+    """Serves the leaf NAME with `chain` (default: its own intermediates) in TLS `tls`, on a port no earlier upstream
+    of this module had: the module's proxy keeps verdicts, known-bad marks and alert lines by host and port, so a
+    reused ephemeral port would carry an earlier test's verdict into this one."""
     full = pki / f"{name}.fullchain.pem"
     if chain is not None:
         full = pathlib.Path(str(chain) + ".full.pem")
         full.write_text((pki / f"{name}.pem").read_text() + pathlib.Path(chain).read_text())
-    return Upstream(full, pki / f"{name}.key", tls)
+    for _ in range(50):
+        server = Upstream(full, pki / f"{name}.key", tls)
+        if server.port not in SERVED_PORTS:
+            break
+        server.close()
+    SERVED_PORTS.add(server.port)
+    return server
 
 
 def curl(proxy, host, port, tls):

@@ -54,19 +54,25 @@ public struct ExchangeMachine: Sendable {
             guard let (head, length) = parsed else { return .wait }
             guard let framing = BodyFraming.response(head, requestMethod: method) else { return .ambiguousLength }
             var headers = ProxyRequest.endToEnd(head.headers)
+            if !head.tokens(of: "Transfer-Encoding").isEmpty {
+                // Transfer-Encoding overrides Content-Length, and a proxy removes the latter (RFC 9112 §6.3): a
+                // client downstream must not pick the other framing.
+                headers.removeAll { $0.name.lowercased() == "content-length" }
+            }
+            let reason = Self.reasonPhrase(head.reasonPhrase)
             if (100..<200).contains(head.status) {
                 // A few interim responses are normal (100 Continue, 103 Early Hints); an endless stream is an attack
                 // on the proxy's memory.
                 interimResponses += 1
                 guard interimResponses <= limits.maxInterimResponses else { return .tooManyInterim }
-                let interim = ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: head.reasonPhrase, headers: headers)
+                let interim = ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: reason, headers: headers)
                 return .head(interim, headLength: length, interim: true)
             }
             if framing == .untilClose { keepAlive = false }
             headers.append(("Via", "1.1 chainwatch"))
             headers.append(("Connection", keepAlive ? "keep-alive" : "close"))
             responseBody = BodyScanner(framing)
-            let final = ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: head.reasonPhrase, headers: headers)
+            let final = ResponseHead(version: "HTTP/1.1", status: head.status, reasonPhrase: reason, headers: headers)
             return .head(final, headLength: length, interim: false)
         }
         guard !bytes.isEmpty else { return .wait }
@@ -77,6 +83,13 @@ public struct ExchangeMachine: Sendable {
         } catch {
             return .malformedBody("\(error)")
         }
+    }
+
+    /// The reason phrase as RFC 9112 §4 allows it (tab, space, visible characters, obs-text): a CR, NUL or ESC from
+    /// the upstream is dropped, not passed to the client.
+    static func reasonPhrase(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.filter { ($0.value >= 0x20 || $0 == "\t") && $0.value != 0x7F }))
     }
 
     /// How many of `bytes` (the start of the client's input) belong to the request body.

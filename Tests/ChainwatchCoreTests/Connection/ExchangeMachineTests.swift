@@ -47,6 +47,32 @@ import Testing
         #expect(m.exchangesServed == 1)
     }
 
+    /// The head the client gets for `response` (its head and first body bytes).
+    static func forwardedHead(_ response: String) -> String? {
+        var (m, _) = Self.forwarding()
+        let bytes = Self.bytes(response)
+        _ = m.handle(.readable(.upstream, buffered: bytes.count))
+        let out = m.handle(.peeked(.upstream, bytes))
+        guard case .write(.client, let head) = out.first(where: { if case .write(.client, _) = $0 { true } else { false } }) else {
+            return nil
+        }
+        return String(decoding: head, as: UTF8.self)
+    }
+
+    @Test func contentLengthBesideTransferEncodingIsRemoved() throws {
+        let head = try #require(Self.forwardedHead("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"))
+        #expect(head.contains("Transfer-Encoding: chunked"))
+        #expect(!head.lowercased().contains("content-length"), "RFC 9112 6.3: a proxy removes Content-Length")
+        let plain = try #require(Self.forwardedHead("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"))
+        #expect(plain.contains("Content-Length: 5"))
+    }
+
+    @Test func controlCharactersInTheReasonPhraseAreDropped() throws {
+        let head = try #require(Self.forwardedHead("HTTP/1.1 200 O\u{0}K\u{1B}[2J\rX\tY\r\nContent-Length: 0\r\n\r\n"))
+        #expect(head.hasPrefix("HTTP/1.1 200 OK[2JX\tY\r\n"))
+        #expect(!head.contains("\u{1B}") && !head.contains("\u{0}"))
+    }
+
     @Test func aPipelinedRequestWaitsForTheResponse() {
         var (m, _) = Self.forwarding()
         #expect(m.isPaused(.client, for: .exchangeInProgress))
