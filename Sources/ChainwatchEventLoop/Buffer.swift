@@ -27,12 +27,15 @@ public struct Buffer {
         let total = count
         guard offset < total else { return }
         let n = Int(evbuffer_peek(raw, -1, nil, nil, 0))
-        var vectors = [iovec](repeating: iovec(), count: n)
-        let got = Int(evbuffer_peek(raw, -1, nil, &vectors, Int32(vectors.count)))
-        for v in vectors.prefix(got) where v.iov_base != nil {
-            if skip >= v.iov_len { skip -= v.iov_len; continue }
-            body(UnsafeRawBufferPointer(start: v.iov_base!.advanced(by: skip), count: v.iov_len - skip))
-            skip = 0
+        guard n > 0 else { return }
+        // On the stack for the usual few chains: this runs for every read an inspection sees.
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: n) { vectors in
+            let got = Int(evbuffer_peek(raw, -1, nil, vectors.baseAddress, Int32(n)))
+            for v in vectors.prefix(min(got, n)) where v.iov_base != nil {
+                if skip >= v.iov_len { skip -= v.iov_len; continue }
+                body(UnsafeRawBufferPointer(start: v.iov_base!.advanced(by: skip), count: v.iov_len - skip))
+                skip = 0
+            }
         }
     }
 

@@ -28,6 +28,8 @@ public struct TLSClientResult: Hashable, Sendable {
     /// every tunnel it covers); nil when they cannot be (OpenSSL's own bytes: not expected).
     public private(set) var parsedClientHello: ClientHello?
     public private(set) var parsedServerHello: ServerHello?
+    /// `serverMessages` and `serverRecordLengths` as `FlightAgreement` compares them, made once with the result.
+    public private(set) var flight: FlightAgreement.ProbeFlight
 
     public init(chainDER: [[UInt8]], version: TLSVersion, cipher: CipherSuite, alpn: String?, clientHello: [UInt8] = [],
                 serverHello: [UInt8] = [], serverMessages: [TLSMessageSize] = [], serverRecordLengths: [Int] = [],
@@ -37,6 +39,7 @@ public struct TLSClientResult: Hashable, Sendable {
         self.serverRecordLengths = serverRecordLengths; self.helloRetryRequested = helloRetryRequested
         parsedClientHello = clientHello.isEmpty ? nil : try? ClientHello.parse(handshakeMessage: clientHello)
         parsedServerHello = serverHello.isEmpty ? nil : try? ServerHello.parse(handshakeMessage: serverHello)
+        flight = FlightAgreement.ProbeFlight(messages: serverMessages.map { ($0.type, $0.length) }, recordLengths: serverRecordLengths)
     }
 }
 

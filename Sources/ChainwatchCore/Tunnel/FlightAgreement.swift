@@ -33,14 +33,16 @@ public enum FlightAgreement {
 
     /// The probe's side: the server's handshake messages after its ServerHello, in order (type, length with the
     /// 4-byte header), and the payload lengths of the encrypted records that carried them.
-    public struct ProbeFlight: Equatable, Sendable {
-        public var messages: [(type: UInt8, length: Int)]
+    public struct ProbeFlight: Hashable, Sendable {
+        public struct Message: Hashable, Sendable {
+            public var type: UInt8
+            public var length: Int
+        }
+        public var messages: [Message]
         public var recordLengths: [Int]
         public init(messages: [(type: UInt8, length: Int)], recordLengths: [Int]) {
-            self.messages = messages; self.recordLengths = recordLengths
-        }
-        public static func == (a: ProbeFlight, b: ProbeFlight) -> Bool {
-            a.recordLengths == b.recordLengths && a.messages.elementsEqual(b.messages) { $0.type == $1.type && $0.length == $1.length }
+            self.messages = messages.map { Message(type: $0.type, length: $0.length) }
+            self.recordLengths = recordLengths
         }
     }
 
@@ -49,7 +51,7 @@ public enum FlightAgreement {
     static let compressCertificate: UInt16 = 27
     /// Offered extensions that change nothing the server sends in a full handshake: padding, and a pre-shared key
     /// or early data the server turned down (had it taken them, the session is resumed and not compared).
-    static let inert: Set<UInt16> = [21, 41, 42]
+    static let inert: [UInt16] = [21, 41, 42]
 
     /// - Parameters:
     ///   - tunnel: the encrypted records the tunnel's server sent after its ServerHello, in order, as far as seen.
@@ -62,9 +64,9 @@ public enum FlightAgreement {
                                probe: ProbeFlight, serverHello: ServerHello, clientHello: ClientHello,
                                probeClientHello: ClientHello) -> Outcome {
         if serverHello.resumes(clientHello) { return .undecidable("a resumed session sends no certificate") }
-        let unmatched = Set(clientHello.extensionTypes).subtracting(probeClientHello.extensionTypes).subtracting(inert)
+        let unmatched = clientHello.extensionTypes.filter { !inert.contains($0) && !probeClientHello.extensionTypes.contains($0) }
         if !unmatched.isEmpty {
-            let names = unmatched.sorted().map { $0 == compressCertificate ? "27 (certificate compression)" : String($0) }
+            let names = unmatched.map { $0 == compressCertificate ? "27 (certificate compression)" : String($0) }
             return .undecidable("the client offered extension(s) the probe cannot: \(names.joined(separator: ", "))")
         }
         guard let finishedIndex = probe.messages.firstIndex(where: { $0.type == finished }) else {
@@ -104,7 +106,7 @@ public enum FlightAgreement {
     }
 
     /// Where the CertificateVerify message lies in the flight's plaintext.
-    private static func signatureRange(_ messages: ArraySlice<(type: UInt8, length: Int)>) -> Range<Int>? {
+    private static func signatureRange(_ messages: ArraySlice<ProbeFlight.Message>) -> Range<Int>? {
         var offset = 0
         for message in messages {
             if message.type == certificateVerify { return offset..<(offset + message.length) }

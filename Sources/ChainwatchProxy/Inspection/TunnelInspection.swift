@@ -220,11 +220,9 @@ final class TunnelInspection {
         var difference = disagreement(with: probe)
         if difference == nil, let tunnelHello = watch.serverHello, let clientHello = watch.clientHello, tunnelHello.version >= .tls1_3,
            let probeClient = probe.parsedClientHello {
-            let flight = FlightAgreement.ProbeFlight(messages: probe.serverMessages.map { ($0.type, $0.length) },
-                                                     recordLengths: probe.serverRecordLengths)
             switch FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking,
                                            flightEnded: flightEnded || tunnelEnded,
-                                           probe: flight, serverHello: tunnelHello, clientHello: clientHello,
+                                           probe: probe.flight, serverHello: tunnelHello, clientHello: clientHello,
                                            probeClientHello: probeClient) {
             case .needsMoreRecords:
                 if flightDeadline == nil {
@@ -282,14 +280,7 @@ final class TunnelInspection {
         let now = loop.cachedMilliseconds
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {
-            // Only what the server's chain earned marks the upstream bad for everyone: findings a client can steer
-            // (its own non-TLS bytes, an SNI that disagrees with its CONNECT, an offer whose handshake the probe's
-            // cannot match, an offer the server refuses, which fails the probe made with it) block that tunnel
-            // alone; every other tunnel is judged on its own.
-            // A client that named another server than its CONNECT host had its chain judged for that name, so the
-            // CONNECT host is not marked either.
-            let clientNamedAnother = facts.serverName.map { HostName.normalize($0) != HostName.normalize(facts.connectHost) } ?? false
-            if !clientNamedAnother, ![.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed].contains(deciding.reason) {
+            if deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost) {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds))

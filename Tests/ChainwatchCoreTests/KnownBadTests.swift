@@ -1,0 +1,26 @@
+import Testing
+@testable import ChainwatchCore
+
+/// Which blocking findings mark an upstream bad for every client: only what the server's chain earned.
+@Suite struct KnownBadTests {
+    static func finding(_ reason: Reason) -> Finding {
+        Finding(reason: reason, level: nil, detail: "d", check: "c", action: .block)
+    }
+
+    @Test func theServersChainMarksItsUpstream() {
+        for reason: Reason in [.untrustedChain, .rootMismatch, .hostnameMismatch, .expired] {
+            #expect(Self.finding(reason).marksUpstreamBad(serverName: "a.test", connectHost: "a.test"))
+            #expect(Self.finding(reason).marksUpstreamBad(serverName: nil, connectHost: "a.test"))
+            #expect(Self.finding(reason).marksUpstreamBad(serverName: "A.Test.", connectHost: "a.test"), "the same name, written otherwise")
+        }
+    }
+
+    @Test func whatAClientCanSteerMarksNothing() {
+        for reason: Reason in [.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed] {
+            #expect(!Self.finding(reason).marksUpstreamBad(serverName: "a.test", connectHost: "a.test"), "\(reason)")
+        }
+        // A chain judged for another name than the CONNECT host's says nothing about the CONNECT host.
+        #expect(!Self.finding(.hostnameMismatch).marksUpstreamBad(serverName: "other.test", connectHost: "a.test"))
+        #expect(!Self.finding(.untrustedChain).marksUpstreamBad(serverName: "a.test", connectHost: "192.0.2.7"))
+    }
+}
