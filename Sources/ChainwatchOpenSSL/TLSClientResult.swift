@@ -5,7 +5,10 @@ internal import COpenSSL
 public struct TLSClientResult: Hashable, Sendable {
     /// The server's certificates as sent (DER), leaf first, in the server's order: not a validated path.
     /// Empty when the server sent none.
-    public var chainDER: [[UInt8]]
+    public let chainDER: [[UInt8]]
+    /// `Digest.sha256(framed: chainDER)`, made once with the result (it keys the verdict cache, and a probe's result
+    /// is judged for every tunnel it covers); nil when OpenSSL could not make it.
+    public let chainDigest: [UInt8]?
     /// The negotiated version.
     public var version: TLSVersion
     /// The negotiated suite.
@@ -34,7 +37,7 @@ public struct TLSClientResult: Hashable, Sendable {
     public init(chainDER: [[UInt8]], version: TLSVersion, cipher: CipherSuite, alpn: String?, clientHello: [UInt8] = [],
                 serverHello: [UInt8] = [], serverMessages: [TLSMessageSize] = [], serverRecordLengths: [Int] = [],
                 helloRetryRequested: Bool = false) {
-        self.chainDER = chainDER; self.version = version; self.cipher = cipher; self.alpn = alpn
+        self.chainDER = chainDER; chainDigest = try? Digest.sha256(framed: chainDER); self.version = version; self.cipher = cipher; self.alpn = alpn
         self.clientHello = clientHello; self.serverHello = serverHello; self.serverMessages = serverMessages
         self.serverRecordLengths = serverRecordLengths; self.helloRetryRequested = helloRetryRequested
         parsedClientHello = clientHello.isEmpty ? nil : try? ClientHello.parse(handshakeMessage: clientHello)

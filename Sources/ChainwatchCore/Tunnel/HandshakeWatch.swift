@@ -22,11 +22,13 @@ public struct HandshakeWatch: Sendable {
     }
 
     private var clientObserver = TLSObserver()
-    private var serverObserver = TLSObserver(tracksEncryptedRecords: true)
+    @usableFromInline private(set) var serverObserver = TLSObserver(tracksEncryptedRecords: true)
     /// After a TLS 1.3 ServerHello the server's record headers are still walked (constant memory): the size of its
     /// encrypted flight, for `FlightAgreement`.
-    private var watchesServerFlight = false
-    public private(set) var clientHello: ClientHello?
+    @usableFromInline private(set) var watchesServerFlight = false
+    public private(set) var clientHello: ClientHello? {
+        didSet { sawClientHello = clientHello != nil }
+    }
     public private(set) var serverHello: ServerHello?
     /// How many of the server's first bytes may reach the client before the verdict: a HelloRetryRequest's.
     public private(set) var passableServerBytes = 0
@@ -37,8 +39,9 @@ public struct HandshakeWatch: Sendable {
 
     public init() {}
 
-    /// Whether the client's hello has been seen (the rule by SNI can be picked).
-    public var sawClientHello: Bool { clientHello != nil }
+    /// Whether the client's hello has been seen (the rule by SNI can be picked). Stored, not computed: the executor
+    /// asks on every read, and a computed property of a struct held in a class is called on a copy of the whole watch.
+    public private(set) var sawClientHello = false
 
     /// Feeds client → server bytes.
     public mutating func client(_ bytes: some Collection<UInt8>) -> Need {
@@ -59,8 +62,9 @@ public struct HandshakeWatch: Sendable {
 
     /// The encrypted records the server sent after its TLS 1.3 ServerHello, as far as seen (at most
     /// `TLSObserver.maxTrackedEncryptedRecords`), and how their walk stands. Empty for TLS 1.2.
-    public var serverFlight: [EncryptedRecord] { watchesServerFlight ? serverObserver.encryptedRecords : [] }
-    public var serverFlightTracking: EncryptedRecordTracking { watchesServerFlight ? serverObserver.encryptedRecordTracking : .off }
+    /// Inlinable for the reason `sawClientHello` is stored.
+    @inlinable public var serverFlight: [EncryptedRecord] { watchesServerFlight ? serverObserver.encryptedRecords : [] }
+    @inlinable public var serverFlightTracking: EncryptedRecordTracking { watchesServerFlight ? serverObserver.encryptedRecordTracking : .off }
 
     /// Feeds server → client bytes.
     public mutating func server(_ bytes: some Collection<UInt8>) -> Need {

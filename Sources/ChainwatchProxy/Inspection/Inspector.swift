@@ -23,11 +23,12 @@ public final class Inspector: Sendable {
 
     /// Judges a chain (DER as presented) for a tunnel: from the cache when this rule already judged these exact
     /// certificates for this name, else by building and validating the path and running the checks.
-    func judge(chain: [[UInt8]], rule: Rule, snapshot: PolicySnapshot, tunnel: ConnectionFacts, source: EvidenceSource,
-               nowMilliseconds: Int64) -> (Verdict, Evidence) {
+    /// - Parameter digest: `Digest.sha256(framed: chain)` when the caller has it (a probe's result carries it).
+    func judge(chain: [[UInt8]], digest: [UInt8]? = nil, rule: Rule, snapshot: PolicySnapshot, tunnel: ConnectionFacts,
+               source: EvidenceSource, nowMilliseconds: Int64) -> (Verdict, Evidence) {
         let host = tunnel.hostChecked
         // No digest (OpenSSL could not allocate): judge this chain afresh and cache nothing, so it shares no entry.
-        let key = (try? Digest.sha256(framed: chain)).map {
+        let key = (digest ?? (try? Digest.sha256(framed: chain))).map {
             VerdictCache.Key(chainHash: $0, rule: rule.identity, host: host, connectHost: tunnel.connectHost)
         }
         if let key, let entry = cache.verdict(for: key, now: nowMilliseconds) {

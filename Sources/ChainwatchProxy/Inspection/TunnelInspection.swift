@@ -149,8 +149,9 @@ final class TunnelInspection {
                     facts.protocolVersion = probe.version
                     facts.cipher = NegotiatedCipher(probe.cipher)
                 }
-                (verdict, evidence) = inspector.judge(chain: probe.chainDER, rule: rule, snapshot: snapshot, tunnel: facts,
-                                                      source: .probe, nowMilliseconds: loop.cachedMilliseconds)
+                (verdict, evidence) = inspector.judge(chain: probe.chainDER, digest: probe.chainDigest, rule: rule,
+                                                      snapshot: snapshot, tunnel: facts, source: .probe,
+                                                      nowMilliseconds: loop.cachedMilliseconds)
             case .failure(let reason):
                 verdict = Evaluator.verdict(for: .probeFailed(reason), rule: rule)
             }
@@ -249,8 +250,9 @@ final class TunnelInspection {
             return finish(Evaluator.verdict(for: .evidenceMismatch(detail), rule: rule), evidence: nil, rule: rule)
         }
         probing = false
-        let (verdict, evidence) = inspector.judge(chain: probe.chainDER, rule: rule, snapshot: snapshot, tunnel: facts,
-                                                  source: .probe, nowMilliseconds: loop.cachedMilliseconds)
+        let (verdict, evidence) = inspector.judge(chain: probe.chainDER, digest: probe.chainDigest, rule: rule,
+                                                  snapshot: snapshot, tunnel: facts, source: .probe,
+                                                  nowMilliseconds: loop.cachedMilliseconds)
         finish(verdict, evidence: evidence, rule: rule)
     }
 
