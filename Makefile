@@ -1,7 +1,7 @@
 # chainwatch: the two commands are `make run` and `make test`. Both install what they need.
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-BUILD_DEPS := libevent-dev libssl-dev pkg-config
+BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates
 TEST_DEPS := curl openssl nginx-light python3 python3-pytest python3-cryptography procps tinyproxy
 ARGS ?=
 

@@ -35,8 +35,7 @@ public enum PathValidator {
                 let failure = ValidationError(reason: .untrustedChain, opensslCode: undecodableCode,
                                               message: "presented certificate #\(index) does not decode: \(error)",
                                               depth: index)
-                return PathValidation(presented: certificates.map(\.facts), path: [], error: failure,
-                                      anchorIsSystemRoot: false)
+                return PathValidation(presented: certificates.map(\.facts), path: [], error: failure, anchorKind: nil)
             }
         }
         return validate(chain: certificates, store: store, at: time, extraUntrusted: extraUntrusted)
@@ -51,7 +50,7 @@ public enum PathValidator {
             return PathValidation(presented: presented, path: [],
                                   error: ValidationError(reason: .untrustedChain, opensslCode: undecodableCode,
                                                          message: message, depth: 0),
-                                  anchorIsSystemRoot: false)
+                                  anchorKind: nil)
         }
         guard let leaf = chain.first else { return failure("no certificate presented") }
 
@@ -99,7 +98,7 @@ public enum PathValidator {
         // (OpenSSL counts the untrusted certificates at the start of the chain).
         let fromStore = Int(X509_STORE_CTX_get_num_untrusted(context)) < path.count
         let anchored = (verified == 1 || fromStore) && !path.isEmpty
-        let anchorIsSystemRoot = anchored && store.isSystemRoot(path[path.count - 1])
+        let anchorKind = anchored ? store.kind(ofAnchor: path[path.count - 1]) : nil
 
         var error: ValidationError? = nil
         if verified != 1 {
@@ -108,7 +107,7 @@ public enum PathValidator {
                                     depth: Int(X509_STORE_CTX_get_error_depth(context)))
         }
         ERR_clear_error()
-        return PathValidation(presented: presented, path: path, error: error, anchorIsSystemRoot: anchorIsSystemRoot)
+        return PathValidation(presented: presented, path: path, error: error, anchorKind: anchorKind)
     }
 
     /// The reason code for an `X509_V_ERR_*` code.

@@ -2,7 +2,8 @@ internal import COpenSSL
 public import ChainwatchCore
 import Synchronization
 
-/// A set of trust anchors for path validation: the system roots, a rule's own anchors, or both.
+/// A set of trust anchors for path validation: the system roots, a rule's own anchors, or both; and what kind of
+/// anchor each is (`AnchorKind`).
 ///
 /// Owns one `X509_STORE *`. Build it once (loading the system roots parses the whole bundle) and share it:
 /// it is `@unchecked Sendable` because nothing mutates the store after init except OpenSSL's own lookup
@@ -15,40 +16,32 @@ public final class TrustStore: @unchecked Sendable {
     /// Whether the system roots (`X509_STORE_set_default_paths`: Debian's `/etc/ssl/certs` and
     /// `ca-certificates.crt`, or `SSL_CERT_FILE` / `SSL_CERT_DIR`) are anchors.
     public let includesSystemRoots: Bool
-    /// The anchors given at init, in order.
+    /// The anchors the operator named (a rule's own, `--ca`), in order.
     public let extraAnchors: [Certificate]
-    /// SHA-256 of the extra anchors that are not also system roots: an anchor of a path is a system root
-    /// exactly when the system roots are loaded and its digest is not in this set.
-    let nonSystemAnchorDigests: Set<[UInt8]>
+    /// SHA-256 of `extraAnchors`: an anchor the operator named is `.operatorAnchor`, also when the OS store has it.
+    private let operatorDigests: Set<[UInt8]>
+    /// The public set that tells public system roots from local ones; nil when it could not be read.
+    public let publicRoots: PublicRoots?
     /// Facts of anchors already seen, by `X509 *` address. Sound because the store keeps every certificate
     /// it has loaded (and so its address) until it is freed in deinit.
     private let anchorFacts: Mutex<[UInt: CertificateFacts]>
 
     /// Builds a store from the system roots (when `systemRoots`) and `extraAnchors`.
-    /// An extra anchor that is also in the system store counts as a system root.
-    public init(systemRoots: Bool, extraAnchors: [Certificate] = []) throws(OpenSSLError) {
+    /// - Parameter publicRoots: the public root set; without it, system roots are `.systemRoot` (kind unknown).
+    public init(systemRoots: Bool, extraAnchors: [Certificate] = [], publicRoots: PublicRoots? = nil) throws(OpenSSLError) {
         ERR_clear_error()
         guard let store = X509_STORE_new() else { throw .drainingQueue(call: "X509_STORE_new") }
         raw = store
         includesSystemRoots = systemRoots
         self.extraAnchors = extraAnchors
+        self.publicRoots = publicRoots
+        operatorDigests = Set(extraAnchors.map(\.facts.sha256))
         anchorFacts = Mutex([:])
-        var nonSystem = Set<[UInt8]>()
         if systemRoots {
             guard X509_STORE_set_default_paths(store) == 1 else {
                 X509_STORE_free(store)
                 throw .drainingQueue(call: "X509_STORE_set_default_paths")
             }
-            for anchor in extraAnchors {
-                let alsoSystem: Bool
-                do throws(OpenSSLError) { alsoSystem = try Self.contains(store, anchor) } catch {
-                    X509_STORE_free(store)
-                    throw error
-                }
-                if !alsoSystem { nonSystem.insert(anchor.facts.sha256) }
-            }
-        } else {
-            nonSystem = Set(extraAnchors.map(\.facts.sha256))
         }
         for anchor in extraAnchors {
             // X509_STORE_add_cert takes its own reference; a certificate already present is not an error.
@@ -58,20 +51,24 @@ public final class TrustStore: @unchecked Sendable {
             }
         }
         ERR_clear_error()
-        nonSystemAnchorDigests = nonSystem
         anchorFacts.withLock { cache in
             for anchor in extraAnchors { cache[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(anchor.raw)))] = anchor.facts }
         }
     }
 
     /// A store with the system roots only.
-    public static func system() throws(OpenSSLError) -> TrustStore { try TrustStore(systemRoots: true) }
+    public static func system(publicRoots: PublicRoots? = nil) throws(OpenSSLError) -> TrustStore {
+        try TrustStore(systemRoots: true, publicRoots: publicRoots)
+    }
 
     deinit { X509_STORE_free(raw) }
 
-    /// Whether a path ending at a certificate with these facts ends at a system root.
-    public func isSystemRoot(_ anchor: CertificateFacts) -> Bool {
-        includesSystemRoots && !nonSystemAnchorDigests.contains(anchor.sha256)
+    /// What kind of anchor a path ending at a certificate of this store is: one the operator named, else (the store
+    /// holds nothing else) a system root, public or local by the public set.
+    public func kind(ofAnchor anchor: CertificateFacts) -> AnchorKind {
+        if operatorDigests.contains(anchor.sha256) || !includesSystemRoots { return .operatorAnchor }
+        guard let publicRoots else { return .systemRoot }
+        return publicRoots.contains(anchor) ? .publicRoot : .localRoot
     }
 
     /// Facts of a certificate the store holds (borrowed `X509 *`), computed once per certificate.
@@ -81,24 +78,5 @@ public final class TrustStore: @unchecked Sendable {
         guard let certificate = try? Certificate(borrowing: x509) else { return nil }
         anchorFacts.withLock { $0[key] = certificate.facts }
         return certificate.facts
-    }
-
-    /// Whether `store` (borrowed) already holds `certificate`: looks up the certificates with its subject
-    /// (`X509_STORE_CTX_get1_certs`, which also searches the hashed directory) and compares with `X509_cmp`.
-    private static func contains(_ store: OpaquePointer, _ certificate: Certificate) throws(OpenSSLError) -> Bool {
-        guard let context = X509_STORE_CTX_new() else { throw .drainingQueue(call: "X509_STORE_CTX_new") }
-        defer { X509_STORE_CTX_free(context) }
-        guard X509_STORE_CTX_init(context, store, nil, nil) == 1 else { throw .drainingQueue(call: "X509_STORE_CTX_init") }
-        guard let matches = X509_STORE_CTX_get1_certs(context, X509_get_subject_name(certificate.raw)) else {
-            ERR_clear_error()  // "no certificate with this subject" is an answer, not a failure
-            return false
-        }
-        defer { c_openssl_sk_X509_pop_free(matches) }
-        for index in 0..<c_openssl_sk_X509_num(matches) {
-            if let candidate = c_openssl_sk_X509_value(matches, index), X509_cmp(candidate, certificate.raw) == 0 {
-                return true
-            }
-        }
-        return false
     }
 }

@@ -55,7 +55,7 @@ public enum Explainer {
         } else {
             step("Pins: none.")
             if rule.anchors.system {
-                step("Non-system anchor: a chain that validates only through an anchor that is not a system root → \(words(rule.nonSystemAnchor)) (non_system_anchor).")
+                step("Local root: a chain that validates only through a root added to this machine's OS trust store (not a public root, not an anchor you named) → \(words(rule.localRoot)) (local_root).")
             }
         }
         step("SNI: a ClientHello naming another host than the CONNECT request → \(words(rule.sniMismatch)) (sni_mismatch).")

@@ -23,7 +23,7 @@ struct PolicyParser {
 
     static let topKeys = ["version", "defaults", "rules"]
     static let settingKeys = ["action", "anchors", "hostname", "profile", "on_probe_error", "non_tls",
-                              "sni_mismatch", "non_system_anchor", "https_only"]
+                              "sni_mismatch", "local_root", "non_system_anchor", "https_only"]
     static let ruleKeys = ["name", "match"] + settingKeys + ["pins"]
     static let pinKeys = ["root", "intermediate", "leaf", "expires"]
     static let levelKeys = ["spki", "cert"]
@@ -278,7 +278,13 @@ struct PolicyParser {
         if let n = pairs["on_probe_error"], let d = parseDisposition(n, key: "on_probe_error") { rule.onProbeError = d }
         if let n = pairs["non_tls"], let d = parseDisposition(n, key: "non_tls") { rule.nonTLS = d }
         if let n = pairs["sni_mismatch"], let d = parseDisposition(n, key: "sni_mismatch") { rule.sniMismatch = d }
-        if let n = pairs["non_system_anchor"], let d = parseDisposition(n, key: "non_system_anchor") { rule.nonSystemAnchor = d }
+        if let n = pairs["non_system_anchor"] {
+            // The key before anchor kinds: it also reported the operator's own anchors (every `--ca` tunnel).
+            report(.warning, at: n, "'non_system_anchor' is now 'local_root': it is read as that, and applies only to roots added to the OS trust store; anchors you name (--ca, a rule's anchors) are trusted quietly",
+                   hint: "rename the key to local_root")
+            if pairs["local_root"] == nil, let d = parseDisposition(n, key: "non_system_anchor") { rule.localRoot = d }
+        }
+        if let n = pairs["local_root"], let d = parseDisposition(n, key: "local_root") { rule.localRoot = d }
         if let n = pairs["https_only"], let b = parseBool(n, key: "https_only") { rule.httpsOnly = b }
     }
 

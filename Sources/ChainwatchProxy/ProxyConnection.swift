@@ -310,8 +310,13 @@ extension ProxyConnection {
             let rule = snapshot.policy.rule(for: authority.host, port: authority.port)
             var evidence = bad.evidence
             evidence?.source = .cache
+            // The line names the evidence that marked the upstream (its handshake's version, cipher, SNI, chain), as
+            // a cached verdict's line does: this connection has had no handshake.
             var facts = facts(for: authority)
             facts.serverName = evidence?.serverName
+            facts.protocolVersion = evidence?.protocolVersion
+            facts.cipher = evidence?.cipher
+            facts.upstreamIP = evidence?.connection.upstreamIP
             inspector.report(Verdict(rule: bad.rule, findings: [bad.finding]), evidence: evidence, rule: rule, tunnel: facts,
                              nowMilliseconds: now)
             return .init(status: 403, reason: "blocked by chainwatch: \(bad.finding.reason.rawValue): \(bad.finding.detail)")

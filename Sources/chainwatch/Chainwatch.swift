@@ -11,6 +11,7 @@ struct Chainwatch: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chainwatch",
         abstract: "A man-in-the-middle detection proxy: forwards CONNECT tunnels unchanged and checks every server's certificate chain against a policy.",
+        version: Observer.version,
         subcommands: [Run.self, Pin.self, Policy.self],
         defaultSubcommand: Run.self)
 }
@@ -33,8 +34,20 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("alert-log"), help: "Alert log: one JSON line per finding (ECS field names). `-` is standard output. Reopened on SIGUSR1.")
     var alertLog = "chainwatch-alerts.jsonl"
 
-    @Option(help: "Extra trust anchors (PEM bundle) added to every rule that trusts the system roots.")
+    @Option(help: ArgumentHelp("Extra trust anchors (PEM bundle) added to every rule that trusts the system roots.",
+                               discussion: "Anchors you name are trusted deliberately: a chain through one raises no finding."))
     var ca: String?
+
+    @Option(name: .customLong("public-roots"),
+            help: ArgumentHelp("The public root set (a directory of .crt/.pem files or a PEM bundle), or 'none'.",
+                               discussion: """
+                               Default: \(PublicRoots.debianDirectory) (Debian's ca-certificates). A system root \
+                               that is not in it was added to this machine's trust store; an unpinned host whose \
+                               chain validates only through such a root raises local_root (how a TLS-inspection \
+                               gateway's installed CA looks). Without the set (not found, or 'none'), system roots \
+                               are not told apart and local_root is never raised.
+                               """))
+    var publicRoots: String?
 
     @Option(help: "A hosts(5) file consulted before DNS (with /etc/hosts).")
     var hosts: String?
@@ -102,7 +115,8 @@ struct Run: ParsableCommand {
                 extraAnchors = try Certificate.parsePEM(Array(pem))
                 guard !extraAnchors.isEmpty else { throw CLIError("--ca \(ca): no certificate in the file") }
             }
-            reloader = try PolicyReloader(path: policy, extraAnchors: extraAnchors, logger: logger)
+            reloader = try PolicyReloader(path: policy, extraAnchors: extraAnchors, publicRoots: try loadPublicRoots(logger),
+                                          logger: logger)
             let cache = VerdictCache()
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
@@ -124,6 +138,23 @@ struct Run: ParsableCommand {
             (SIGHUP, { reloader.reload() }),
             (SIGUSR1, { inspector.alerts.reopen() }),
         ], every: watch ? { reloader.reloadIfChanged() } : nil)
+    }
+}
+
+extension Run {
+    /// The public root set `--public-roots` names; the default one may be missing (a warning), a named one may not.
+    func loadPublicRoots(_ logger: Logger) throws -> PublicRoots? {
+        if publicRoots == "none" { return nil }
+        let path = publicRoots ?? PublicRoots.debianDirectory
+        do {
+            let roots = try PublicRoots.load(path: path)
+            logger.info("public roots: \(roots.count) from \(path)")
+            return roots
+        } catch {
+            guard publicRoots == nil else { throw CLIError("--public-roots: \(error)") }
+            logger.warning("no public root set (\(error)): system roots are not told apart from roots added to this machine, and local_root is never raised; install ca-certificates or pass --public-roots")
+            return nil
+        }
     }
 }
 

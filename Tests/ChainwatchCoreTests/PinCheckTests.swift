@@ -14,7 +14,7 @@ private let threeLevel = PinSet(
 }
 
 @Test func forgedPathFailsAtTheRoot() {
-    let r = PinCheck().evaluate(Synthetic.evidence(path: Synthetic.forgedPath, systemRoot: false), rule: pinned(threeLevel), at: Synthetic.now)
+    let r = PinCheck().evaluate(Synthetic.evidence(path: Synthetic.forgedPath, anchor: .localRoot), rule: pinned(threeLevel), at: Synthetic.now)
     #expect(r.reason == .rootMismatch)
     #expect(r.level == .root)
 }
@@ -23,7 +23,7 @@ private let threeLevel = PinSet(
     // The attacker sends forged leaf+intermediate and appends the genuine pinned intermediate and root:
     // OpenSSL's validated path still ends at the forged anchor, and only the path is compared.
     let presented = Synthetic.forgedPath + [Synthetic.intermediate, Synthetic.root]
-    var e = Synthetic.evidence(path: Synthetic.forgedPath, systemRoot: false)
+    var e = Synthetic.evidence(path: Synthetic.forgedPath, anchor: .localRoot)
     e.validation.presented = presented
     let onlyIntermediate = PinSet(intermediate: LevelPins(spki: [p(0x33)]))
     #expect(PinCheck().evaluate(e, rule: pinned(onlyIntermediate), at: Synthetic.now).reason == .intermediateMismatch)

@@ -11,7 +11,7 @@ import Testing
 @Test func firstBlockingFailureDecidesAndAllFindingsAreListed() {
     let rule = Rule(name: "r", action: .block, pins: PinSet(root: LevelPins(spki: [Synthetic.pin(0x11)])))
     let untrusted = ValidationError(reason: .untrustedChain, opensslCode: 20, message: "unable to get local issuer certificate", depth: 2)
-    let v = Evaluator().evaluate(Synthetic.evidence(host: "evil.example.net", path: Synthetic.forgedPath, error: untrusted, systemRoot: false),
+    let v = Evaluator().evaluate(Synthetic.evidence(host: "evil.example.net", path: Synthetic.forgedPath, error: untrusted, anchor: nil),
                                  rule: rule, at: Synthetic.now)
     #expect(v.findings.map(\.reason) == [.untrustedChain, .hostnameMismatch, .rootMismatch])
     #expect(v.deciding?.reason == .untrustedChain)
@@ -35,10 +35,10 @@ import Testing
 
 @Test func evaluatorPicksTheRuleBySNI() {
     let policy = Policy(rules: [Rule(name: "api", patterns: [try! HostPattern(parsing: "api.example.com")], action: .block)])
-    let v = Evaluator().evaluate(Synthetic.evidence(host: "api.example.com", path: Synthetic.forgedPath, systemRoot: false), policy: policy, at: Synthetic.now)
+    let v = Evaluator().evaluate(Synthetic.evidence(host: "api.example.com", path: Synthetic.forgedPath, anchor: .localRoot), policy: policy, at: Synthetic.now)
     #expect(v.rule.name == "api")
-    #expect(v.findings.map(\.reason) == [.nonSystemAnchor])
-    #expect(v.action == .alert)   // non_system_anchor defaults to alert
+    #expect(v.findings.map(\.reason) == [.localRoot])
+    #expect(v.action == .alert)   // local_root defaults to alert
 }
 
 @Test func tunnelEventsFollowTheRule() {

@@ -28,10 +28,10 @@ enum Synthetic {
     static let forgedPath = [forgedLeaf, forgedIntermediate, forgedRoot]
 
     static func evidence(host: String = "api.example.com", sni: String? = nil, port: UInt16 = 443, path: [CertificateFacts] = goodPath,
-                         error: ValidationError? = nil, systemRoot: Bool = true, version: TLSVersion? = .tls1_3,
+                         error: ValidationError? = nil, anchor: AnchorKind? = .publicRoot, version: TLSVersion? = .tls1_3,
                          cipher: NegotiatedCipher? = NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true)) -> Evidence {
         Evidence(connectHost: host, serverName: sni ?? host, port: port, protocolVersion: version, cipher: cipher,
-                 validation: PathValidation(presented: path, path: path, error: error, anchorIsSystemRoot: systemRoot),
+                 validation: PathValidation(presented: path, path: path, error: error, anchorKind: anchor),
                  source: .passive)
     }
 

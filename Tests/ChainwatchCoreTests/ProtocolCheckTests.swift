@@ -53,4 +53,5 @@ private let ats = Rule(name: "ats", profile: .ats)
 extension CheckResult {
     var reason: Reason? { if case .fails(let r, _, _) = self { return r } else { return nil } }
     var level: ChainLevel? { if case .fails(_, let l, _) = self { return l } else { return nil } }
+    var detail: String? { if case .fails(_, _, let d) = self { return d } else { return nil } }
 }

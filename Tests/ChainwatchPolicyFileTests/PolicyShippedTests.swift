@@ -17,11 +17,11 @@ private func fact(_ subject: String, sha: UInt8, spki: UInt8, dns: [String] = []
                      signatureAlgorithm: "ecdsa-with-SHA256", signatureDigest: digest, isCA: ca, isSelfSigned: false)
 }
 
-private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFacts], systemRoot: Bool = true,
+private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFacts], anchor: AnchorKind? = .publicRoot,
                       error: ValidationError? = nil, version: TLSVersion = .tls1_3) -> Evidence {
     Evidence(connectHost: host, serverName: host, port: port, protocolVersion: version,
              cipher: NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true),
-             validation: PathValidation(presented: path, path: path, error: error, anchorIsSystemRoot: systemRoot), source: .passive)
+             validation: PathValidation(presented: path, path: path, error: error, anchorKind: anchor), source: .passive)
 }
 
 @Test func everyShippedPolicyLoadsWithoutErrorsOrWarnings() throws {
@@ -66,8 +66,8 @@ private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFact
     #expect(p.rule(for: "git.internal.example.com", port: 443).name == "defaults")   // port-specific rule
     let ca = fact("CN=Example Private CA,O=Example", sha: 9, spki: 9, ca: true)
     let leaf = fact("CN=git.internal.example.com", sha: 8, spki: 8, dns: ["git.internal.example.com"])
-    // Validated through the rule's own CA (not a system root): passes, no non_system_anchor noise.
-    #expect(Evaluator().evaluate(evidence("git.internal.example.com", port: 8443, path: [leaf, ca], systemRoot: false), rule: rule, at: now).passes)
+    // Validated through the rule's own CA (not a system root): passes, no local_root noise.
+    #expect(Evaluator().evaluate(evidence("git.internal.example.com", port: 8443, path: [leaf, ca], anchor: .operatorAnchor), rule: rule, at: now).passes)
 }
 
 @Test func pinServerExampleCatchesAnotherKey() throws {
@@ -133,5 +133,5 @@ private func evidence(_ host: String, port: UInt16 = 443, path: [CertificateFact
     #expect(r.pins?.expires == UnixTime(seconds: 1_893_456_000))
     #expect(r.profile == .ats && r.checkHostname)   // hostname: inherited from defaults
     #expect(r.onProbeError == .block && r.nonTLS == .block && r.sniMismatch == .alert && r.httpsOnly)
-    #expect(r.nonSystemAnchor == .alert)   // not written: the built-in default via defaults
+    #expect(r.localRoot == .alert)   // not written: the built-in default via defaults
 }

@@ -35,18 +35,18 @@ private func loadText(_ yaml: String) throws -> (policy: Policy, warnings: [Diag
 
 @Test func pinnedPolicyAcceptsTheGenuineChainAndRejectsAForgery() throws {
     let policy = try loadText(PolicyWriter.pinPolicy(name: "api", host: "api.example.com", port: 8443, action: .block, path: path)).policy
-    func evidence(_ chain: [CertificateFacts], systemRoot: Bool) -> Evidence {
+    func evidence(_ chain: [CertificateFacts], anchor: AnchorKind) -> Evidence {
         Evidence(connectHost: "api.example.com", serverName: "api.example.com", port: 8443, protocolVersion: .tls1_3, cipher: nil,
-                 validation: PathValidation(presented: chain, path: chain, error: nil, anchorIsSystemRoot: systemRoot), source: .probe)
+                 validation: PathValidation(presented: chain, path: chain, error: nil, anchorKind: anchor), source: .probe)
     }
     let now = UnixTime(seconds: 1_800_000_000)
-    #expect(Evaluator().evaluate(evidence(path, systemRoot: true), policy: policy, at: now).passes)
+    #expect(Evaluator().evaluate(evidence(path, anchor: .publicRoot), policy: policy, at: now).passes)
     let forged = [
         cert("CN=api.example.com", issuer: "CN=Example Issuing CA 1,O=Example", spki: 0xF5, notAfter: 1_850_000_000, dns: ["api.example.com"], ca: false),
         cert("CN=Example Issuing CA 1,O=Example", issuer: "CN=Example Root,O=Example", spki: 0xF3, notAfter: 1_950_000_000, ca: true),
         cert("CN=Example Root,O=Example", issuer: "CN=Example Root,O=Example", spki: 0xF1, notAfter: 2_100_000_000, ca: true),
     ]
-    let v = Evaluator().evaluate(evidence(forged, systemRoot: false), policy: policy, at: now)
+    let v = Evaluator().evaluate(evidence(forged, anchor: .localRoot), policy: policy, at: now)
     #expect(v.action == .block && v.deciding?.reason == .rootMismatch)
 }
 
@@ -80,5 +80,5 @@ private func loadText(_ yaml: String) throws -> (policy: Policy, warnings: [Diag
     #expect(text.contains("root_mismatch") && text.contains("intermediate_mismatch") && text.contains("leaf_subject_mismatch"))
     let other = Explainer.explain(policy, host: "example.net", port: 443)
     #expect(other.hasPrefix("example.net:443 → no rule matches: the defaults apply."))
-    #expect(other.contains("non_system_anchor"))
+    #expect(other.contains("local_root"))
 }

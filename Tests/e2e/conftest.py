@@ -21,7 +21,7 @@ BIN = os.environ.get("CHAINWATCH_BIN", str(ROOT / ".build/release/chainwatch"))
 class Proxy:
     """A running chainwatch process."""
 
-    def __init__(self, args, tmp, listen_host="127.0.0.1", max_files=None):
+    def __init__(self, args, tmp, listen_host="127.0.0.1", max_files=None, env=None):
         self.port = free_port(listen_host)
         self.host = listen_host
         self.log_path = pathlib.Path(tmp) / f"chainwatch-{self.port}.log"
@@ -36,7 +36,8 @@ class Proxy:
             import resource
             def limit():
                 resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit)
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit,
+                                     env=None if env is None else {**os.environ, **env})
         try:
             self._wait_until_listening()
         except Exception:
@@ -103,8 +104,8 @@ class Proxy:
 def start_proxy(tmp_path):
     started = []
 
-    def start(*args, listen_host="127.0.0.1"):
-        p = Proxy(list(args), tmp_path, listen_host=listen_host)
+    def start(*args, listen_host="127.0.0.1", env=None):
+        p = Proxy(list(args), tmp_path, listen_host=listen_host, env=env)
         started.append(p)
         return p
 

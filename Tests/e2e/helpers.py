@@ -1,7 +1,10 @@
 """Small helpers for the end-to-end tests: ports, raw proxy clients, local servers, the test PKI, alert logs."""
+import csv
 import hashlib
 import json
 import os
+import pathlib
+import re
 import socket
 import socketserver
 import ssl
@@ -307,11 +310,64 @@ def colon_hex(hexdigest):
     return ":".join(hexdigest[i:i + 2] for i in range(0, len(hexdigest), 2))
 
 
+ECS_FIELDS = pathlib.Path(__file__).resolve().parent.parent / "ecs" / "fields.csv"
+_ecs = None
+
+
+def ecs_fields():
+    """Field name -> (type, normalization) of the ECS release the lines follow (Tests/ecs/README.md)."""
+    global _ecs
+    if _ecs is None:
+        with open(ECS_FIELDS, newline="") as f:
+            _ecs = {r["Field"]: (r["Type"], r["Normalization"]) for r in csv.DictReader(f)}
+    return _ecs
+
+
+def _flatten(value, prefix=""):
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _flatten(inner, f"{prefix}.{key}" if prefix else key)
+    else:
+        yield prefix, value
+
+
+def ecs_problems(line):
+    """What in one alert line is not ECS: a field outside `chainwatch.*` that the reference lacks, or a value of
+    another type than the reference gives it (arrays only where it normalizes to array). Empty when it conforms."""
+    problems = []
+    fields = ecs_fields()
+    for name, value in _flatten(line):
+        if name.startswith("chainwatch."):
+            continue
+        if name not in fields:
+            problems.append(f"{name}: not an ECS field")
+            continue
+        kind, normalization = fields[name]
+        values = value if isinstance(value, list) else [value]
+        if isinstance(value, list) and "array" not in normalization:
+            problems.append(f"{name}: an array, ECS has one value")
+        for v in values:
+            ok = {"keyword": isinstance(v, str), "constant_keyword": isinstance(v, str), "wildcard": isinstance(v, str),
+                  "match_only_text": isinstance(v, str), "text": isinstance(v, str), "ip": isinstance(v, str),
+                  "date": isinstance(v, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", v) is not None,
+                  "long": isinstance(v, int) and not isinstance(v, bool), "boolean": isinstance(v, bool),
+                  }.get(kind)
+            if not ok:
+                problems.append(f"{name}: {v!r} is not ECS type {kind}")
+    if line.get("ecs", {}).get("version") != "9.4.0":
+        problems.append(f"ecs.version: {line.get('ecs', {}).get('version')!r}, the reference copy is 9.4.0")
+    return problems
+
+
 def read_alert_lines(alert_log, port=None):
-    """The alert log's lines as JSON objects, those about upstream `port` only when given."""
+    """The alert log's lines as JSON objects, those about upstream `port` only when given. Every line read is
+    checked against the ECS field reference: a line that is not ECS fails the test that reads it."""
     if not os.path.exists(alert_log):
         return []
     lines = [json.loads(raw) for raw in open(alert_log).read().splitlines() if raw.strip()]
+    for line in lines:
+        problems = ecs_problems(line)
+        assert not problems, f"alert line is not ECS {line.get('ecs', {}).get('version')}: {problems}: {line}"
     return [l for l in lines if port is None or l.get("destination", {}).get("port") == port]
 
 

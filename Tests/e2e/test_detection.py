@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import ROOT, Proxy
-from helpers import PKI, HTTPServer, OpenSSLServer
+from helpers import PKI, HTTPServer, OpenSSLServer, ecs_problems
 
 PKI_SCRIPT = ROOT / "Tests/pki/make-pki.sh"
 
@@ -79,6 +79,8 @@ def alert_lines(proxy, port, wait=True):
         if proxy.alert_log.exists():
             for raw in proxy.alert_log.read_text().splitlines():
                 line = json.loads(raw)
+                problems = ecs_problems(line)
+                assert not problems, f"alert line is not ECS: {problems}: {line}"
                 if line.get("destination", {}).get("port") == port:
                     lines.append(line)
         if lines or time.monotonic() >= deadline:
@@ -220,6 +222,10 @@ def test_known_bad_upstream_gets_403_at_once_under_block_only(proxy, pki):
         if proxy.action == "block":
             assert r.stdout == b"403"   # refused before any connection to the upstream
             assert lines[1]["chainwatch"]["evidence"] == "cache" and lines[1]["event"]["action"] == "block"
+            # The 403's line names the evidence that marked the upstream: its version, SNI and chain.
+            assert lines[1]["tls"]["version"] == "1.2" and lines[1]["tls"]["client"]["server_name"] == "genuine.test"
+            assert lines[1]["chainwatch"]["chain"]["sha256"] == lines[0]["chainwatch"]["chain"]["sha256"]
+            assert lines[1]["event"]["type"] == ["connection", "denied"]
         else:
             assert r.stdout == b"200"   # alert never refuses: the second tunnel is judged (from the cache) and logged
             assert [l["event"]["action"] for l in lines] == ["alert", "alert"]

@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from helpers import HTTPServer
+from helpers import HTTPServer, ecs_problems
 
 FORGED = "2026-11-23T00:00:00+0000 notice chainwatch: [ChainwatchProxy] all clear"
 EVIL_NAME = "evil.test\n" + FORGED + "\x1b[2J\x1b]0;owned\x07"
@@ -53,6 +53,7 @@ def test_a_certificate_name_cannot_forge_a_log_line(start_proxy, tmp_path):
                 break
             subprocess.run(["sleep", "0.1"])
         assert lines and lines[0]["event"]["reason"] == "hostname_mismatch", lines
+        assert ecs_problems(lines[0]) == []
         assert EVIL_NAME in lines[0]["chainwatch"]["detail"]   # the alert log keeps the name exactly
         log = proxy.output()
         assert "hostname_mismatch" in log

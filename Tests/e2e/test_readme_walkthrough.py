@@ -9,7 +9,7 @@ import signal
 import subprocess
 
 from conftest import BIN, ROOT
-from helpers import free_port
+from helpers import ecs_problems, free_port
 
 
 def walkthrough_block():
@@ -42,6 +42,7 @@ def test_readme_walkthrough_blocks_a_tls13_interception(tmp_path):
     assert "curl: (35)" in out, f"the intercepted handshake was not cut:\n{out[-3000:]}"
     assert "response 403" in out, f"no 403 for the known-bad upstream:\n{out[-3000:]}"
     lines = [json.loads(l) for l in (tmp_path / "cw" / "alerts.jsonl").read_text().splitlines()]
+    assert [ecs_problems(l) for l in lines] == [[]] * len(lines), lines
     first = lines[0]
     assert first["event"]["action"] == "block" and first["event"]["reason"] == "root_mismatch", first
     assert first["tls"]["version"] == "1.3" and first["chainwatch"]["evidence"] == "probe", first

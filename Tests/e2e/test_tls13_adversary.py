@@ -204,9 +204,9 @@ def test_fingerprinting_interceptor_cannot_spare_the_probe(start_proxy, tmp_path
     ran = FINGERPRINT_CLIENTS[client](proxy, interceptor.port)
     line = expect_caught(proxy, interceptor.port, ran, STATUS_PAGE, context=lambda: f"interceptor saw {interceptor.connections}")
     seen = list(interceptor.connections)
-    client_ja4 = line.get("tls", {}).get("client", {}).get("ja4")
+    client_ja4 = line.get("chainwatch", {}).get("client", {}).get("ja4")
     probe_ja4 = line.get("chainwatch", {}).get("probe", {}).get("ja4")
-    assert isinstance(client_ja4, str) and client_ja4.startswith("t13"), f"tls.client.ja4 = {client_ja4!r}"
+    assert isinstance(client_ja4, str) and client_ja4.startswith("t13"), f"chainwatch.client.ja4 = {client_ja4!r}"
     assert isinstance(probe_ja4, str) and probe_ja4.startswith("t13"), f"chainwatch.probe.ja4 = {probe_ja4!r}"
     assert client_ja4 == probe_ja4
     # On the wire: no connection looked like OpenSSL's default offer, and the probe's JA4 is the client's.

@@ -113,8 +113,7 @@ def test_split_client_hello_to_forger_under_block_is_alerted(start_proxy, tmp_pa
 # server that takes one connection at a time, the probe waits behind the held tunnel.
 
 def alert_rule_with_block_setting(tmp_path, pki, setting):
-    """The genuine root as the rule's only anchor: with `system` beside it, every genuine tunnel would report
-    non_system_anchor, which is another matter."""
+    """The genuine root as the rule's only anchor."""
     path = tmp_path / f"policy-alert-{setting.split(':')[0]}.yaml"
     path.write_text(f"""version: 1
 defaults:

@@ -12,11 +12,14 @@ public struct AlertRecord: Sendable {
     public var action: Action
     /// Every finding of the verdict (the deciding one included), listed in `chainwatch.findings`.
     public var allFindings: [Finding]
+    /// The proxy that wrote the line.
+    public var observer: Observer
 
     public init(timeMilliseconds: Int64, connection: ConnectionFacts, finding: Finding, rule: Rule, evidence: Evidence?,
-                action: Action, allFindings: [Finding] = []) {
+                action: Action, allFindings: [Finding] = [], observer: Observer) {
         self.timeMilliseconds = timeMilliseconds; self.connection = connection; self.finding = finding
         self.rule = rule; self.evidence = evidence; self.action = action; self.allFindings = allFindings
+        self.observer = observer
     }
 
     /// RFC 3339 with milliseconds, UTC.
@@ -31,11 +34,21 @@ public struct AlertRecord: Sendable {
     public var json: JSONValue {
         var o = JSONObjectBuilder()
         o.set("@timestamp", Self.timestamp(timeMilliseconds))
+        o.set("ecs.version", Observer.ecsVersion)
+        o.set("observer.hostname", observer.hostname)
+        o.set("observer.product", "chainwatch")
+        o.set("observer.vendor", "chainwatch")
+        o.set("observer.version", Observer.version)
+        o.set("observer.type", "proxy")
         o.set("event.kind", "alert")
         o.set("event.category", .array([.string("network")]))
+        // ECS's allowed types for the network category: the tunnel was refused (block) or let through (alert).
+        o.set("event.type", .array([.string("connection"), .string(action == .block ? "denied" : "allowed")]))
         o.set("event.action", action.rawValue)
         o.set("event.reason", finding.reason.rawValue)
-        o.set("event.outcome", action == .block ? "failure" : "success")
+        // The outcome of what the line is about, a check of the chain or the tunnel: it failed, under either action
+        // (the action says whether the traffic passed anyway).
+        o.set("event.outcome", "failure")
         o.set("message", "\(action.rawValue) \(connection.connectHost):\(connection.port): \(finding.reason.rawValue): \(finding.detail)")
         o.set("rule.name", rule.name)
         o.set("source.ip", connection.sourceIP)
@@ -48,7 +61,7 @@ public struct AlertRecord: Sendable {
         o.set("tls.version", connection.protocolVersion?.ecsName)
         o.set("tls.cipher", connection.cipher?.name)
         o.set("tls.client.server_name", connection.serverName)
-        o.set("tls.client.ja4", connection.clientJA4)
+        o.set("chainwatch.client.ja4", connection.clientJA4)   // ECS has no JA4 field (it has tls.client.ja3)
         let chain = evidence.map { $0.validation.path.isEmpty ? $0.validation.presented : $0.validation.path } ?? []
         if let leaf = evidence?.leaf {
             o.set("tls.server.hash.sha256", HashText.hex(leaf.sha256))
@@ -90,6 +103,7 @@ public struct AlertRecord: Sendable {
             o.set("chainwatch.chain.sha256", chain.map { HashText.hex($0.sha256) })
             o.set("chainwatch.chain.spki_sha256", chain.map { HashText.base64($0.spkiSHA256) })
             o.set("chainwatch.chain.presented_sha256", evidence.validation.presented.map { HashText.hex($0.sha256) })
+            o.set("chainwatch.chain.anchor_kind", evidence.validation.anchorKind?.rawValue)
             if let error = evidence.validation.error {
                 o.set("chainwatch.chain.error", error.message)
                 o.set("chainwatch.chain.error_depth", error.depth)

@@ -31,7 +31,7 @@ public struct Evaluator: Sendable {
 
     /// The standard checks in order: protocol, path, hostname, pins, non-system anchor, SNI mismatch.
     public static let standardChecks: [any Check] = [
-        ProtocolCheck(), PathValidationCheck(), HostnameCheck(), PinCheck(), NonSystemAnchorCheck(), SNIMismatchCheck(),
+        ProtocolCheck(), PathValidationCheck(), HostnameCheck(), PinCheck(), LocalRootCheck(), SNIMismatchCheck(),
     ]
 
     public init(checks: [any Check] = Evaluator.standardChecks) { self.checks = checks }

@@ -53,12 +53,25 @@ public struct PathValidation: Sendable, Hashable {
     public var path: [CertificateFacts]
     /// nil when the path validated (at the time given), else the failure.
     public var error: ValidationError?
-    /// Whether the anchor of `path` is one of the system roots (as opposed to a rule's own CA or `--ca`).
-    public var anchorIsSystemRoot: Bool
+    /// Where the anchor of `path` comes from; nil when the path reached no anchor.
+    public var anchorKind: AnchorKind?
 
-    public init(presented: [CertificateFacts], path: [CertificateFacts], error: ValidationError?, anchorIsSystemRoot: Bool) {
-        self.presented = presented; self.path = path; self.error = error; self.anchorIsSystemRoot = anchorIsSystemRoot
+    public init(presented: [CertificateFacts], path: [CertificateFacts], error: ValidationError?, anchorKind: AnchorKind?) {
+        self.presented = presented; self.path = path; self.error = error; self.anchorKind = anchorKind
     }
+}
+
+/// Where a trust anchor comes from: what trusting it means.
+public enum AnchorKind: String, Sendable, Hashable, CaseIterable {
+    /// A root of the public root program set (Mozilla's, as the OS's ca-certificates package ships it).
+    case publicRoot = "public"
+    /// A root in the OS trust store that is not in the public set: added on this machine (`update-ca-certificates`,
+    /// a management profile). What a TLS-inspection gateway's CA looks like.
+    case localRoot = "local"
+    /// A CA the operator named (`--ca`, a policy's anchors): trusted deliberately.
+    case operatorAnchor = "operator"
+    /// A root in the OS trust store, when the public set could not be read: public and local cannot be told apart.
+    case systemRoot = "system"
 }
 
 /// Why OpenSSL refused a path: the reason code plus OpenSSL's own words and the depth it failed at.

@@ -33,8 +33,9 @@ public enum Reason: String, Sendable, Hashable, CaseIterable, Codable {
     case sniMismatch = "sni_mismatch"
     /// A pin set is past its `expires` date: reported, no longer enforced.
     case pinExpired = "pin_expired"
-    /// The chain validates only through an anchor that is not a system root (an installed interception CA?).
-    case nonSystemAnchor = "non_system_anchor"
+    /// The chain validates only through a root added to this machine's OS trust store, not a public root and not an
+    /// anchor the operator named: how a TLS-inspection gateway's installed CA looks.
+    case localRoot = "local_root"
     /// Plain HTTP to a host whose rule says `https_only`.
     case httpsOnly = "https_only"
     /// A TLS 1.3 tunnel's visible handshake (version, suite, key-share group, ServerHello extensions, encrypted flight

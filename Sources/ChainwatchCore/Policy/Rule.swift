@@ -47,8 +47,8 @@ public struct Rule: Sendable, Hashable {
     public var nonTLS: Disposition { didSet { identityCache.value = nil } }
     /// When the ClientHello's SNI and the CONNECT host disagree.
     public var sniMismatch: Disposition { didSet { identityCache.value = nil } }
-    /// When a host without pins validates only through an anchor that is not a system root.
-    public var nonSystemAnchor: Disposition { didSet { identityCache.value = nil } }
+    /// When a host without pins validates only through a root added to the OS trust store (`local_root`).
+    public var localRoot: Disposition { didSet { identityCache.value = nil } }
     /// Plain HTTP (absolute-form `GET http://…`) to this host gets `action` with reason `https_only`.
     public var httpsOnly: Bool { didSet { identityCache.value = nil } }
     /// Where the rule was written; nil for the built-in default. Not part of the identity.
@@ -60,11 +60,11 @@ public struct Rule: Sendable, Hashable {
     public init(name: String, patterns: [HostPattern] = [], action: Action = .alert, anchors: Anchors = .systemOnly,
                 checkHostname: Bool = true, pins: PinSet? = nil, profile: ProtocolProfile? = nil,
                 onProbeError: Disposition? = nil, nonTLS: Disposition = .alert, sniMismatch: Disposition = .alert,
-                nonSystemAnchor: Disposition = .alert, httpsOnly: Bool = false, location: PolicyLocation? = nil) {
+                localRoot: Disposition = .alert, httpsOnly: Bool = false, location: PolicyLocation? = nil) {
         self.name = name; self.patterns = patterns; self.action = action; self.anchors = anchors
         self.checkHostname = checkHostname; self.pins = pins; self.profile = profile
         self.onProbeErrorSetting = onProbeError; self.nonTLS = nonTLS; self.sniMismatch = sniMismatch
-        self.nonSystemAnchor = nonSystemAnchor; self.httpsOnly = httpsOnly; self.location = location
+        self.localRoot = localRoot; self.httpsOnly = httpsOnly; self.location = location
     }
 
     /// The built-in default: system trust, hostname checked, everything alerts, nothing blocks (`on_probe_error`
@@ -96,7 +96,7 @@ public struct Rule: Sendable, Hashable {
     public func consequence(of reason: Reason) -> Action? {
         switch reason {
         case .pinExpired: return .alert
-        case .nonSystemAnchor: return nonSystemAnchor.action
+        case .localRoot: return localRoot.action
         case .sniMismatch: return sniMismatch.action
         case .notTLS: return nonTLS.action
         case .probeFailed: return onProbeError.action

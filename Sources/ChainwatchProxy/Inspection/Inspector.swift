@@ -1,6 +1,7 @@
 import ChainwatchCore
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
+import Foundation
 import Logging
 
 /// The shared part of handshake inspection: policy, verdict cache, prober and alert writer. One per process;
@@ -12,8 +13,12 @@ public final class Inspector: Sendable {
     public let alerts: AlertWriter
     let logger: Logger
     let evaluator = Evaluator()
+    /// `observer.*` of every line.
+    public let observer: Observer
 
-    public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter, logger: Logger) {
+    public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter, logger: Logger,
+                observer: Observer = Observer(hostname: ProcessInfo.processInfo.hostName)) {
+        self.observer = observer
         self.policies = policies
         self.cache = cache
         self.prober = prober
@@ -52,7 +57,8 @@ public final class Inspector: Sendable {
     func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: ConnectionFacts, nowMilliseconds: Int64) {
         guard let deciding = verdict.deciding else { return }
         let record = AlertRecord(timeMilliseconds: nowMilliseconds, connection: tunnel, finding: deciding, rule: rule,
-                                 evidence: evidence, action: deciding.action, allFindings: verdict.findings)
+                                 evidence: evidence, action: deciding.action, allFindings: verdict.findings,
+                                 observer: observer)
         alerts.submit(record.jsonLine)
         var logger = logger
         logger[metadataKey: "tunnel.id"] = "\(tunnel.id)"

@@ -9,6 +9,7 @@ import Logging
 public final class PolicyReloader: @unchecked Sendable {
     public let path: String?
     private let extraAnchors: [Certificate]
+    private let publicRoots: PublicRoots?
     private let logger: Logger
     private var generation = 0
     private var lastModification: Date?
@@ -16,9 +17,11 @@ public final class PolicyReloader: @unchecked Sendable {
     public var cache: VerdictCache?
 
     /// Loads the first snapshot (from `path`, or the built-in default when nil); throws the load errors.
-    public init(path: String?, extraAnchors: [Certificate], logger: Logger) throws {
+    /// - Parameter publicRoots: the public root set that tells public system roots from local ones (`AnchorKind`).
+    public init(path: String?, extraAnchors: [Certificate], publicRoots: PublicRoots?, logger: Logger) throws {
         self.path = path
         self.extraAnchors = extraAnchors
+        self.publicRoots = publicRoots
         self.logger = logger
         store = PolicyStore(try load())
     }
@@ -26,12 +29,14 @@ public final class PolicyReloader: @unchecked Sendable {
     private func load() throws -> PolicySnapshot {
         generation += 1
         guard let path else {
-            return try PolicySnapshot(policy: .builtIn, source: "built-in", generation: generation, extraAnchors: extraAnchors)
+            return try PolicySnapshot(policy: .builtIn, source: "built-in", generation: generation, extraAnchors: extraAnchors,
+                                      publicRoots: publicRoots)
         }
         lastModification = Self.modification(of: path)
         let (policy, warnings) = try PolicyLoader.loadWithWarnings(path: path)
         for warning in warnings { logger.warning("\(warning)") }
-        return try PolicySnapshot(policy: policy, source: path, generation: generation, extraAnchors: extraAnchors)
+        return try PolicySnapshot(policy: policy, source: path, generation: generation, extraAnchors: extraAnchors,
+                                      publicRoots: publicRoots)
     }
 
     /// Loads the file again; on success swaps the snapshot in and drops cached verdicts of rules that changed.

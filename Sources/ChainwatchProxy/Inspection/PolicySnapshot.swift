@@ -17,7 +17,9 @@ public final class PolicySnapshot: Sendable {
 
     /// - Parameter extraAnchors: `--ca` certificates; they extend the system trust, so they join every rule that
     ///   trusts `system` (a rule that trusts only its own CA keeps exactly that).
-    public init(policy: Policy, source: String, generation: Int, extraAnchors: [Certificate] = []) throws {
+    /// - Parameter publicRoots: tells public system roots from local ones; nil: their kind is unknown (`.systemRoot`).
+    public init(policy: Policy, source: String, generation: Int, extraAnchors: [Certificate] = [],
+                publicRoots: PublicRoots? = nil) throws {
         self.policy = policy
         self.source = source
         self.generation = generation
@@ -27,7 +29,8 @@ public final class PolicySnapshot: Sendable {
             var anchors: [Certificate] = []
             for ca in rule.anchors.certificates { anchors.append(try Certificate(der: ca.der)) }
             if rule.anchors.system { anchors += extraAnchors }
-            stores[rule.anchors] = try TrustStore(systemRoots: rule.anchors.system, extraAnchors: anchors)
+            stores[rule.anchors] = try TrustStore(systemRoots: rule.anchors.system, extraAnchors: anchors,
+                                                  publicRoots: publicRoots)
         }
         self.stores = stores
         self.ruleIdentities = Set(([policy.defaults] + policy.rules).map(\.identity))

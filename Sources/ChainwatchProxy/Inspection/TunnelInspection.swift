@@ -36,6 +36,7 @@ final class TunnelInspection {
     /// Block-like dispositions hold the server's bytes until the verdict.
     private static func holds(_ rule: Rule) -> Bool {
         rule.action == .block || rule.nonTLS == .block || rule.onProbeError == .block || rule.sniMismatch == .block
+            || rule.localRoot == .block
     }
 
     /// The rule for the host checked, looked up once per name (the SNI, when it comes, can change it).

@@ -14,14 +14,15 @@ import Testing
         let leaf = facts(subject: subject)
         let evidence = Evidence(connectHost: "a.test", serverName: "a.test", port: 443, protocolVersion: .tls1_2,
                                 cipher: NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true),
-                                validation: PathValidation(presented: [leaf], path: [leaf], error: nil, anchorIsSystemRoot: false),
+                                validation: PathValidation(presented: [leaf], path: [leaf], error: nil, anchorKind: .operatorAnchor),
                                 source: .passive)
         let finding = Finding(reason: .rootMismatch, level: .root, detail: "anchor \"x\" not pinned\nsecond line", check: "pins", action: .block)
         let connection = ConnectionFacts(id: 7, sourceIP: "127.0.0.1", sourcePort: 5000, connectHost: "a.test", port: 443,
                                          upstreamIP: "127.0.0.1", serverName: "a.test", protocolVersion: .tls1_2,
                                          cipher: NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true))
         return AlertRecord(timeMilliseconds: 1_795_323_599_007, connection: connection, finding: finding, rule: Rule(name: "r"),
-                           evidence: evidence, action: .block, allFindings: [finding, finding])
+                           evidence: evidence, action: .block, allFindings: [finding, finding],
+                           observer: Observer(hostname: "cw-1.example"))
     }
 
     @Test func isOneLineOfValidJSONWithECSNames() throws {
@@ -37,10 +38,46 @@ import Testing
         #expect((server["hash"] as? [String: Any])?["sha256"] as? String == String(repeating: "AB", count: 32))
         let x509 = try #require(server["x509"] as? [String: Any])
         #expect((x509["subject"] as? [String: Any])?["distinguished_name"] as? String == "CN=evil\n\"},{\"injected\":1,O=\u{2028}x")
+        #expect(event["type"] as? [String] == ["connection", "denied"])
+        #expect(event["outcome"] as? String == "failure")
+        #expect((object["ecs"] as? [String: Any])?["version"] as? String == Observer.ecsVersion)
+        let observer = try #require(object["observer"] as? [String: Any])
+        #expect(observer["hostname"] as? String == "cw-1.example" && observer["product"] as? String == "chainwatch")
+        #expect(observer["version"] as? String == Observer.version)
         let chainwatch = try #require(object["chainwatch"] as? [String: Any])
         #expect(chainwatch["evidence"] as? String == "passive")
+        #expect((chainwatch["chain"] as? [String: Any])?["anchor_kind"] as? String == "operator")
         #expect((chainwatch["findings"] as? [Any])?.count == 2)
         #expect(object["injected"] == nil)
+    }
+
+    /// An alert (traffic passed) is a failed check all the same: ECS's outcome is about what the line reports.
+    @Test func alertIsAllowedAndStillAFailure() throws {
+        var r = record(subject: "CN=a")
+        r.action = .alert
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.jsonLine.utf8)) as? [String: Any])
+        let event = try #require(object["event"] as? [String: Any])
+        #expect(event["type"] as? [String] == ["connection", "allowed"])
+        #expect(event["outcome"] as? String == "failure")
+    }
+
+    /// Every field outside `chainwatch.*` is an ECS field of the release named in `ecs.version`, with its type; the
+    /// record is filled as far as it goes (pins, a validation error, both JA4s, every certificate field).
+    @Test func everyFieldOutsideChainwatchIsECS() throws {
+        let reference = try ECSReference.load()
+        var r = record(subject: "CN=a")
+        r.connection.clientJA4 = "t13d1516h2_8daaf6152771_02713d6af862"
+        r.connection.probeJA4 = r.connection.clientJA4
+        r.evidence?.validation.error = ValidationError(reason: .expired, opensslCode: 10, message: "certificate has expired", depth: 0)
+        r.rule = Rule(name: "pinned", pins: PinSet(root: LevelPins(spki: [Synthetic.pin(0x11)]), leafSubjects: [.distinguishedName("CN=a")],
+                                                   expires: UnixTime(seconds: 1_900_000_000)))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.jsonLine.utf8)) as? [String: Any])
+        let problems = reference.problems(in: object)
+        #expect(problems.isEmpty, "\(problems)")
+        #expect(reference.fields.count > 1000)
+        // The checker itself: a made-up field and a wrong type are caught.
+        #expect(reference.problems(in: ["tls": ["client": ["ja4": "x"]]]) == ["tls.client.ja4: not an ECS field"])
+        #expect(reference.problems(in: ["destination": ["port": "443"]]) == ["destination.port: \"443\" is not ECS type long"])
     }
 
     @Test func hashTextEncodings() {
@@ -49,5 +86,60 @@ import Testing
         #expect(HashText.base64(Array("Ma".utf8)) == "TWE=")
         #expect(HashText.base64(Array("M".utf8)) == "TQ==")
         #expect(HashText.base64([]) == "")
+    }
+}
+
+/// The ECS field list kept in the repository (Tests/ecs/fields.csv, see its README).
+struct ECSReference {
+    var fields: [String: (type: String, normalization: String)]
+
+    static func load() throws -> ECSReference {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("ecs/fields.csv")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        var fields: [String: (String, String)] = [:]
+        for line in text.split(separator: "\n").dropFirst() {
+            let columns = line.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+            guard columns.count == 3 else { continue }   // no ECS field name or type holds a comma
+            fields[columns[0]] = (columns[1], columns[2])
+        }
+        return ECSReference(fields: fields)
+    }
+
+    func problems(in object: [String: Any], prefix: String = "") -> [String] {
+        var problems: [String] = []
+        for (key, value) in object.sorted(by: { $0.key < $1.key }) {
+            let name = prefix.isEmpty ? key : prefix + "." + key
+            if name.hasPrefix("chainwatch.") { continue }
+            if let inner = value as? [String: Any] {
+                problems += self.problems(in: inner, prefix: name)
+                continue
+            }
+            guard let (type, normalization) = fields[name] else {
+                problems.append("\(name): not an ECS field")
+                continue
+            }
+            let values: [Any]
+            if let array = value as? [Any] {
+                if !normalization.contains("array") { problems.append("\(name): an array, ECS has one value") }
+                values = array
+            } else {
+                values = [value]
+            }
+            for v in values where !Self.conforms(v, to: type) {
+                problems.append("\(name): \(v is String ? "\"\(v)\"" : "\(v)") is not ECS type \(type)")
+            }
+        }
+        return problems
+    }
+
+    static func conforms(_ value: Any, to type: String) -> Bool {
+        switch type {
+        case "keyword", "constant_keyword", "wildcard", "match_only_text", "text", "ip": return value is String
+        case "date": return (value as? String)?.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/) != nil
+        case "long": return value is Int && !(value is Bool)
+        case "boolean": return value is Bool
+        default: return false
+        }
     }
 }
