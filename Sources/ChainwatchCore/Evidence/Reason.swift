@@ -36,6 +36,8 @@ public enum Reason: String, Sendable, Hashable, CaseIterable, Codable {
     /// The chain validates only through a root added to this machine's OS trust store, not a public root and not an
     /// anchor the operator named: how a TLS-inspection gateway's installed CA looks.
     case localRoot = "local_root"
+    /// A server handshake message (its Certificate) is larger than chainwatch reads: the chain cannot be judged.
+    case oversizedHandshake = "oversized_handshake"
     /// Plain HTTP to a host whose rule says `https_only`.
     case httpsOnly = "https_only"
     /// A TLS 1.3 tunnel's visible handshake (version, suite, key-share group, ServerHello extensions, encrypted flight

@@ -98,7 +98,9 @@ extension ByteReader {
         let type = try reader.readUInt8("Handshake.msg_type")
         guard type == expected else { throw .unexpectedHandshakeType(type) }
         let length = try reader.readUInt24("Handshake.length")
-        guard length <= TLSObserver.maxHandshakeMessageLength else { throw .messageTooLong(type: type, length: length) }
+        guard length <= TLSObserver.maxHandshakeMessageLength else {
+            throw .messageTooLong(type: type, length: length, limit: TLSObserver.maxHandshakeMessageLength)
+        }
         guard length == reader.remaining else {
             throw .badLength(field: "Handshake.length", declared: length, available: reader.remaining)
         }

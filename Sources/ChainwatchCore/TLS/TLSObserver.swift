@@ -26,13 +26,22 @@ public struct TLSObserver: Sendable {
     public static let maxPlaintextRecordLength = 16_384
     /// The largest protected (application data) record payload: 2^14 + 2048 (RFC 5246 6.2.3).
     public static let maxCiphertextRecordLength = 16_384 + 2_048
-    /// The largest handshake message body accepted. Certificate chains are usually 3-20 KiB; 64 KiB leaves room
-    /// for long chains while bounding what a hostile peer can make a tunnel buffer.
+    /// The largest handshake message body accepted by default (a client's direction): a ClientHello is a few hundred
+    /// bytes to a few KiB; 64 KiB bounds what a hostile client can make a tunnel buffer.
     public static let maxHandshakeMessageLength = 65_536
-    /// The most the reassembly buffer ever holds: a record is added only while no complete message is waiting, and a
-    /// message header announcing more than `maxHandshakeMessageLength` fails at once, so the buffer holds at most an
-    /// incomplete message (header included) plus one record.
+    /// The largest server handshake message body (`HandshakeWatch`'s server direction): the Certificate message.
+    /// Chains are usually 3-20 KiB, but real servers send 75 KB and 210 KB (badssl's 1000-sans and 10000-sans). 224 KiB
+    /// covers those and, with the ServerHello and record headers, fits under the 256 KiB a `block` tunnel holds
+    /// while it waits for the verdict (a larger message could never be read whole there).
+    public static let maxServerHandshakeMessageLength = 229_376
+    /// The most the reassembly buffer ever holds with the default limit: a record is added only while no complete
+    /// message is waiting, and a message header announcing more than the limit fails at once, so the buffer holds at
+    /// most an incomplete message (header included) plus one record. `maxReassemblyByteCount` is this observer's.
     public static let maxReassemblyLength = 4 + maxHandshakeMessageLength + maxPlaintextRecordLength
+    /// The largest handshake message body this observer accepts.
+    public let messageLimit: Int
+    /// The most this observer's reassembly buffer ever holds.
+    public var maxReassemblyByteCount: Int { 4 + messageLimit + Self.maxPlaintextRecordLength }
     /// The most records `encryptedRecords` lists. A TLS 1.3 server's first encrypted flight is 1-8 records (one per
     /// message, or a few messages per record); 32 also covers tickets and the first response records.
     public static let maxTrackedEncryptedRecords = 32
@@ -96,8 +105,10 @@ public struct TLSObserver: Sendable {
     private var walkedPayloadLeft = 0
 
     /// - Parameter tracksEncryptedRecords: keep walking record headers after encryption (`encryptedRecords`).
-    public init(tracksEncryptedRecords: Bool = false) {
+    /// - Parameter messageLimit: the largest handshake message body accepted (`messageTooLong` past it).
+    public init(tracksEncryptedRecords: Bool = false, messageLimit: Int = maxHandshakeMessageLength) {
         encryptedRecordTracking = tracksEncryptedRecords ? .waiting : .off
+        self.messageLimit = messageLimit
     }
 
     /// Adds the next bytes of the stream. Once the observer has finished they only advance the encrypted record
@@ -214,7 +225,7 @@ public struct TLSObserver: Sendable {
         let type = handshake[handshakeStart]
         let length = Int(handshake[handshakeStart + 1]) << 16 | Int(handshake[handshakeStart + 2]) << 8
             | Int(handshake[handshakeStart + 3])
-        guard length <= Self.maxHandshakeMessageLength else { throw .messageTooLong(type: type, length: length) }
+        guard length <= messageLimit else { throw .messageTooLong(type: type, length: length, limit: messageLimit) }
         guard available >= Self.messageHeaderLength + length else { return nil }
         let bodyStart = handshakeStart + Self.messageHeaderLength
         handshakeStart = bodyStart + length

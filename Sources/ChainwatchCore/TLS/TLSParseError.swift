@@ -15,8 +15,8 @@ public enum TLSParseError: Error, Equatable, Sendable {
     case recordTooLong(length: Int, limit: Int)
     /// A single handshake message given to a parser (`ClientHello.parse(handshakeMessage:)`) is of another type.
     case unexpectedHandshakeType(UInt8)
-    /// A handshake message announces a body larger than `TLSObserver.maxHandshakeMessageLength`.
-    case messageTooLong(type: UInt8, length: Int)
+    /// A handshake message announces a body larger than the parser's limit (`TLSObserver.messageLimit`).
+    case messageTooLong(type: UInt8, length: Int, limit: Int)
     /// A fixed-size field (or a length prefix) runs past the end of its container.
     case truncatedField(String)
     /// A length prefix disagrees with the bytes its container holds.

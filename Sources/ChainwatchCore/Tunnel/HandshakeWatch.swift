@@ -16,13 +16,17 @@ public struct HandshakeWatch: Sendable {
         case probe(ClientOffer)
         /// The tunnel does not carry TLS: what was seen.
         case notTLS(String)
-        /// The server's stream began as TLS but its handshake cannot be parsed (an oversized Certificate, lying
-        /// lengths): the chain cannot be judged, which must count as a chain failure, not as "not TLS".
+        /// The server's stream began as TLS but its handshake cannot be parsed (lying lengths, records out of
+        /// place): the chain cannot be judged, which must count as a chain failure, not as "not TLS".
         case malformedHandshake(String)
+        /// A server handshake message (the Certificate, in practice) announces more than chainwatch reads
+        /// (`TLSObserver.maxServerHandshakeMessageLength`): its own reason, `oversized_handshake`.
+        case oversizedHandshake(String)
     }
 
     private var clientObserver = TLSObserver()
-    @usableFromInline private(set) var serverObserver = TLSObserver(tracksEncryptedRecords: true)
+    @usableFromInline private(set) var serverObserver = TLSObserver(tracksEncryptedRecords: true,
+                                                                    messageLimit: TLSObserver.maxServerHandshakeMessageLength)
     /// After a TLS 1.3 ServerHello the server's record headers are still walked (constant memory): the size of its
     /// encrypted flight, for `FlightAgreement`.
     @usableFromInline private(set) var watchesServerFlight = false
@@ -76,7 +80,12 @@ public struct HandshakeWatch: Sendable {
         while true {
             let fact: HandshakeFact?
             do { fact = try serverObserver.next() } catch {
-                return decide(error == .notTLS ? .notTLS("server: \(error)") : .malformedHandshake("server: \(error)"))
+                switch error {
+                case .notTLS: return decide(.notTLS("server: \(error)"))
+                case .messageTooLong(let type, let length, let limit):
+                    return decide(.oversizedHandshake("the server's handshake message (type \(type)) announces \(length) bytes, over the \(limit) chainwatch reads"))
+                default: return decide(.malformedHandshake("server: \(error)"))
+                }
             }
             guard let fact else { return .moreBytes }
             serverFacts += 1

@@ -179,6 +179,11 @@ final class TunnelInspection {
                                   detail: "the server's handshake cannot be parsed, so its chain cannot be judged: \(detail)",
                                   check: "tls", action: rule.action)
             finish(Verdict(rule: rule.identity, findings: [finding]), evidence: nil, rule: rule)
+        case .oversizedHandshake(let detail):
+            let rule = self.rule
+            let finding = Finding(reason: .oversizedHandshake, level: nil, detail: "\(detail): its chain cannot be judged",
+                                  check: "tls", action: rule.action)
+            finish(Verdict(rule: rule.identity, findings: [finding]), evidence: nil, rule: rule)
         case .chain(let ders):
             let rule = self.rule
             let (verdict, evidence) = inspector.judge(chain: ders, rule: rule, snapshot: snapshot, tunnel: facts,

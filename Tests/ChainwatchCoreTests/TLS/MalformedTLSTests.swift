@@ -84,25 +84,30 @@ import Testing
 
     @Test func handshakeLengthAboveCapFailsBeforeTheBody() {
         let tooLong = TLSObserver.maxHandshakeMessageLength + 1
-        #expect(observe(record(22, [1] + uint24(tooLong))).error == .messageTooLong(type: 1, length: tooLong))
-        #expect(observe(record(22, [11] + uint24(0xFFFFFF))).error == .messageTooLong(type: 11, length: 0xFFFFFF))
+        #expect(observe(record(22, [1] + uint24(tooLong))).error == .messageTooLong(type: 1, length: tooLong, limit: TLSObserver.maxHandshakeMessageLength))
+        #expect(observe(record(22, [11] + uint24(0xFFFFFF))).error == .messageTooLong(type: 11, length: 0xFFFFFF, limit: TLSObserver.maxHandshakeMessageLength))
         #expect(observe(record(22, [1] + uint24(TLSObserver.maxHandshakeMessageLength))) == Observation())
     }
 
-    @Test func largestCertificateMessageIsReassembledWithinTheBound() {
-        let der = (0..<(TLSObserver.maxHandshakeMessageLength - 6)).map { UInt8(truncatingIfNeeded: $0) }
+    @Test(arguments: [TLSObserver.maxHandshakeMessageLength, TLSObserver.maxServerHandshakeMessageLength])
+    func largestCertificateMessageIsReassembledWithinTheBound(limit: Int) {
+        let der = (0..<(limit - 6)).map { UInt8(truncatingIfNeeded: $0) }
         let message = handshakeMessage(11, vector(3, vector(3, der)))
         let stream = stride(from: 0, to: message.count, by: TLSObserver.maxPlaintextRecordLength).flatMap {
             record(22, Array(message[$0..<min($0 + TLSObserver.maxPlaintextRecordLength, message.count)]))
         }
-        var observer = TLSObserver()
+        var observer = TLSObserver(messageLimit: limit)
         var facts: [HandshakeFact] = []
         for start in stride(from: 0, to: stream.count, by: 1000) {
             observer.append(stream[start..<min(start + 1000, stream.count)])
             while let fact = try? observer.next() { facts.append(fact) }
-            #expect(observer.reassemblyByteCount <= TLSObserver.maxReassemblyLength)
+            #expect(observer.reassemblyByteCount <= observer.maxReassemblyByteCount)
         }
         #expect(facts == [.certificate([der])])
+        // One byte more than the limit fails at the header, before any of the body is buffered.
+        var over = TLSObserver(messageLimit: limit)
+        over.append(record(22, [11] + uint24(limit + 1)))
+        #expect(throws: TLSParseError.messageTooLong(type: 11, length: limit + 1, limit: limit)) { try over.next() }
     }
 
     @Test func extensionLengthPastTheEnd() throws {

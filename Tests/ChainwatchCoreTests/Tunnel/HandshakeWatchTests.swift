@@ -107,14 +107,22 @@ import Testing
         #expect(after.passableServerBytes == 0)
     }
 
-    @Test func oversizedServerMessageIsMalformedNotNotTLS() throws {
+    /// A 75 KB Certificate (badssl's 1000-sans) is read; one over the server limit is its own finding, not "not TLS"
+    /// and not a malformed handshake.
+    @Test func largeCertificateIsReadAndAnOversizedOneIsItsOwnFinding() throws {
         var w = HandshakeWatch()
         _ = w.client(try TLSFixture.bytes("tls12-rsa.c2s.bin"))
-        let header: [UInt8] = [0x0B, 0x01, 0x24, 0xF8]   // Certificate, 75 000 bytes
-        guard case .malformedHandshake(let detail) = w.server(record(0x16, header + Array(repeating: 0, count: 100))) else {
-            Issue.record("an oversized Certificate was not flagged as malformed"); return
+        let large: [UInt8] = [0x0B, 0x01, 0x24, 0xF8]   // Certificate, 75 000 bytes: wait for the rest
+        #expect(w.server(record(0x16, large + Array(repeating: 0, count: 100))) == .moreBytes)
+
+        var o = HandshakeWatch()
+        _ = o.client(try TLSFixture.bytes("tls12-rsa.c2s.bin"))
+        let over = TLSObserver.maxServerHandshakeMessageLength + 1
+        let header: [UInt8] = [0x0B, UInt8(over >> 16), UInt8(over >> 8 & 0xFF), UInt8(over & 0xFF)]
+        guard case .oversizedHandshake(let detail) = o.server(record(0x16, header + Array(repeating: 0, count: 100))) else {
+            Issue.record("an oversized Certificate was not its own finding"); return
         }
-        #expect(detail.hasPrefix("server:"))
+        #expect(detail.contains("\(over) bytes") && detail.contains("type 11"))
     }
 
 
