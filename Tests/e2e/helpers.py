@@ -379,3 +379,16 @@ def wait_alert_lines(alert_log, port, count=1, timeout=3.0):
         if len(lines) >= count or time.monotonic() >= deadline:
             return lines
         time.sleep(0.05)
+
+
+def curl_genuine(proxy, port, root, tls):
+    """curl through `proxy` to https://genuine.test:`port`/ over exactly TLS `tls` ("1.2", "1.3"), trusting `root`."""
+    return subprocess.run(["curl", "-sS", "--max-time", "8", "--tls-max", tls, "--tlsv" + tls, "--cacert", str(root),
+                           "-x", proxy.url, f"https://genuine.test:{port}/"], capture_output=True, timeout=15)
+
+
+def assert_no_alert_lines(proxy, port, settle=0.5):
+    """After a moment for the alert writer: no line about upstream `port`."""
+    time.sleep(settle)
+    lines = read_alert_lines(proxy.alert_log, port)
+    assert lines == [], lines

@@ -3,11 +3,10 @@ subject): with the root, out of order, with extra certificates, and with a cross
 raise nothing, over TLS 1.2 (read in the tunnel) and TLS 1.3 (the probe), under block and alert: the pins are compared
 with the path OpenSSL builds to the anchors, never with the order or the set the server sent."""
 import subprocess
-import time
 
 import pytest
 
-from helpers import HTTPServer, read_alert_lines
+from helpers import HTTPServer, assert_no_alert_lines, curl_genuine
 from test_tls13_adversary import closing, pinned_policy, pki, start  # noqa: F401 (fixtures)
 
 
@@ -45,9 +44,6 @@ def test_genuine_chain_shapes_raise_nothing(start_proxy, tmp_path, pki, cross_si
     chain.write_text("".join((cross_signed_root if name == "CROSS" else pki / name).read_text() for name in SHAPES[shape]))
     server = closing(HTTPServer(certfile=str(chain), keyfile=str(pki / "genuine.key"), tls=tls))
     proxy = start(start_proxy, tmp_path, pki, action)
-    r = subprocess.run(["curl", "-sS", "--max-time", "8", "--tls-max", tls, "--tlsv" + tls, "--cacert",
-                        str(pki / "genuine-root.pem"), "-x", proxy.url, f"https://genuine.test:{server.port}/"],
-                       capture_output=True, timeout=15)
+    r = curl_genuine(proxy, server.port, pki / "genuine-root.pem", tls)
     assert r.returncode == 0 and r.stdout == b"hello from upstream\n", r.stderr
-    time.sleep(0.5)
-    assert read_alert_lines(proxy.alert_log, server.port) == []
+    assert_no_alert_lines(proxy, server.port)
