@@ -1,6 +1,11 @@
 internal import COpenSSL
 public import ChainwatchCore
 
+/// A presented certificate that does not decode: the validation's result as it stands.
+struct PathValidationFailure: Error {
+    let validation: PathValidation
+}
+
 /// Builds and validates a certificate path with OpenSSL (`X509_verify_cert`) and reports it as plain values.
 ///
 /// What it does: the leaf is the first certificate presented, every other presented certificate (and
@@ -27,18 +32,40 @@ public enum PathValidator {
     /// the failing certificate or call; `presented` then holds the certificates that did decode.
     public static func validate(chain: [[UInt8]], store: TrustStore, at time: UnixTime,
                                 extraUntrusted: [Certificate] = []) -> PathValidation {
+        switch decode(chain) {
+        case .success(let certificates):
+            var result = validate(chain: certificates, store: store, at: time, extraUntrusted: extraUntrusted)
+            if chain.count > maxConsideredCertificates, var error = result.error {
+                error.message += " (the first \(maxConsideredCertificates) of \(chain.count) presented certificates were considered)"
+                result.error = error
+            }
+            return result
+        case .failure(let failed):
+            return failed.validation
+        }
+    }
+
+    /// The most presented certificates considered: the leaf and the next 15. Real chains are 2-6 certificates; a
+    /// hostile server sending 200 must not make every handshake decode and try 200 (tens of milliseconds of loop
+    /// time). Certificates past it are neither decoded nor offered to path building.
+    public static let maxConsideredCertificates = 16
+
+    /// The presented certificates decoded, as far as `maxConsideredCertificates`; a certificate that does not decode
+    /// is the validation's result (`.untrustedChain`, `undecodableCode`).
+    static func decode(_ chain: [[UInt8]]) -> Result<[Certificate], PathValidationFailure> {
         var certificates: [Certificate] = []
-        for (index, der) in chain.enumerated() {
+        for (index, der) in chain.prefix(maxConsideredCertificates).enumerated() {
             do throws(OpenSSLError) {
                 certificates.append(try Certificate(der: der))
             } catch {
                 let failure = ValidationError(reason: .untrustedChain, opensslCode: undecodableCode,
                                               message: "presented certificate #\(index) does not decode: \(error)",
                                               depth: index)
-                return PathValidation(presented: certificates.map(\.facts), path: [], error: failure, anchorKind: nil)
+                return .failure(PathValidationFailure(validation: PathValidation(presented: certificates.map(\.facts), path: [],
+                                                                                 error: failure, anchorKind: nil)))
             }
         }
-        return validate(chain: certificates, store: store, at: time, extraUntrusted: extraUntrusted)
+        return .success(certificates)
     }
 
     /// Validates already-decoded certificates (leaf first, as sent) at time `at`. See the DER variant.

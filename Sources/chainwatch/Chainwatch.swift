@@ -49,6 +49,10 @@ struct Run: ParsableCommand {
                                """))
     var publicRoots: String?
 
+    @Option(help: ArgumentHelp("Known intermediate CAs (PEM bundle), offered to chains that miss theirs.",
+                               discussion: "Intermediates seen in valid chains are offered too (the last 1 024), as browsers keep them."))
+    var intermediates: String?
+
     @Option(help: "A hosts(5) file consulted before DNS (with /etc/hosts).")
     var hosts: String?
 
@@ -121,7 +125,16 @@ struct Run: ParsableCommand {
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
             let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000))
-            inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, logger: logger)
+            var known: [Certificate] = []
+            if let intermediates {
+                guard let pem = FileManager.default.contents(atPath: intermediates) else {
+                    throw CLIError("cannot read --intermediates \(intermediates)")
+                }
+                known = try Certificate.parsePEM(Array(pem))
+                guard !known.isEmpty else { throw CLIError("--intermediates \(intermediates): no certificate in the file") }
+            }
+            inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, logger: logger,
+                                  intermediates: IntermediatePool(loaded: known))
         } catch {
             FileHandle.standardError.write(Data("chainwatch: \(error)\n".utf8))
             throw ExitCode(1)

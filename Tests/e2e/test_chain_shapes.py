@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from helpers import HTTPServer, assert_no_alert_lines, curl_genuine
+from helpers import HTTPServer, assert_no_alert_lines, curl_genuine, read_alert_lines, wait_alert_lines
 from test_tls13_adversary import closing, pinned_policy, pki, start  # noqa: F401 (fixtures)
 
 
@@ -47,3 +47,28 @@ def test_genuine_chain_shapes_raise_nothing(start_proxy, tmp_path, pki, cross_si
     r = curl_genuine(proxy, server.port, pki / "genuine-root.pem", tls)
     assert r.returncode == 0 and r.stdout == b"hello from upstream\n", r.stderr
     assert_no_alert_lines(proxy, server.port)
+
+
+@pytest.mark.parametrize("tls", ["1.2", "1.3"])
+@pytest.mark.parametrize("action", ["block", "alert"])
+def test_a_server_without_its_intermediate_passes_once_another_sent_it(start_proxy, tmp_path, pki, closing, tls, action):
+    """`whole` sends leaf and intermediate; `bare` only its leaf (no AIA fetching here, as in a browser that has not
+    seen the intermediate). Once `whole` was seen, `bare` validates through the learned intermediate. Under alert,
+    `bare` first is flagged (nothing can complete it yet), and seen again after `whole` it is not: its cached verdict
+    does not outlive what the pool learned."""
+    whole = closing(HTTPServer(certfile=str(pki / "genuine.fullchain.pem"), keyfile=str(pki / "genuine.key"), tls=tls))
+    bare = closing(HTTPServer(certfile=str(pki / "genuine.pem"), keyfile=str(pki / "genuine.key"), tls=tls))
+    bundle = tmp_path / "root-and-intermediate.pem"   # curl's own trust: it needs the intermediate too
+    bundle.write_text((pki / "genuine-root.pem").read_text() + (pki / "genuine-intermediate.pem").read_text())
+    proxy = start(start_proxy, tmp_path, pki, action)
+    if action == "alert":
+        assert curl_genuine(proxy, bare.port, bundle, tls).returncode == 0
+        lines = wait_alert_lines(proxy.alert_log, bare.port, 1, timeout=5)
+        assert [l["event"]["reason"] for l in lines] == ["untrusted_chain"]
+    r = curl_genuine(proxy, whole.port, bundle, tls)
+    assert r.returncode == 0, r.stderr
+    for _ in range(2):
+        r = curl_genuine(proxy, bare.port, bundle, tls)
+        assert r.returncode == 0 and r.stdout == b"hello from upstream\n", r.stderr
+    assert_no_alert_lines(proxy, whole.port)
+    assert len(read_alert_lines(proxy.alert_log, bare.port)) == (1 if action == "alert" else 0)

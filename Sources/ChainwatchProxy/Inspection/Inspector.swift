@@ -15,10 +15,14 @@ public final class Inspector: Sendable {
     let evaluator = Evaluator()
     /// `observer.*` of every line.
     public let observer: Observer
+    /// Intermediates seen in valid chains (and loaded at start), offered when a chain misses its own.
+    public let intermediates: IntermediatePool
 
     public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter, logger: Logger,
-                observer: Observer = Observer(hostname: ProcessInfo.processInfo.hostName)) {
+                observer: Observer = Observer(hostname: ProcessInfo.processInfo.hostName),
+                intermediates: IntermediatePool = IntermediatePool()) {
         self.observer = observer
+        self.intermediates = intermediates
         self.policies = policies
         self.cache = cache
         self.prober = prober
@@ -36,7 +40,8 @@ public final class Inspector: Sendable {
         let key = (digest ?? (try? Digest.sha256(framed: chain))).map {
             VerdictCache.Key(chainHash: $0, rule: rule.identity, host: host, connectHost: tunnel.connectHost)
         }
-        if let key, let entry = cache.verdict(for: key, now: nowMilliseconds) {
+        if let key, let entry = cache.verdict(for: key, now: nowMilliseconds),
+           entry.poolGeneration.map({ $0 == intermediates.generation }) ?? true {
             var evidence = entry.evidence
             evidence.source = .cache
             evidence.connection = tunnel   // this connection's facts, not those of the one first judged
@@ -46,10 +51,16 @@ public final class Inspector: Sendable {
             return (verdict, evidence)
         }
         let now = UnixTime(seconds: nowMilliseconds / 1000)
-        let validation = PathValidator.validate(chain: chain, store: snapshot.store(for: rule), at: now)
+        let generation = intermediates.generation   // before: what is learned meanwhile makes the entry stale
+        let validation = intermediates.validate(chain: chain, store: snapshot.store(for: rule), at: now)
         let evidence = Evidence(connection: tunnel, validation: validation, source: source)
         let verdict = evaluator.evaluate(evidence, rule: rule, at: now)
-        if let key { cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds) }
+        // A chain missing an issuer may validate once the pool learns it from another server: its entry holds
+        // until then.
+        let missingIssuer = validation.error.map { IntermediatePool.missingIssuerCodes.contains($0.opensslCode) } ?? false
+        if let key {
+            cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds, poolGeneration: missingIssuer ? generation : nil)
+        }
         return (verdict, evidence)
     }
 

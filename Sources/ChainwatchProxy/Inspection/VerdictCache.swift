@@ -23,6 +23,9 @@ public final class VerdictCache: Sendable {
         public var evidence: Evidence
         /// Milliseconds since the epoch after which the entry is not used.
         public var expires: Int64
+        /// For a chain that missed an issuer: the intermediate pool's generation when it was judged. The entry is
+        /// not used once the pool has learned more (the chain may validate now).
+        public var poolGeneration: Int?
     }
 
     /// An upstream whose last verdict blocked.
@@ -70,10 +73,11 @@ public final class VerdictCache: Sendable {
         return entry
     }
 
-    public func store(_ verdict: Verdict, evidence: Evidence, for key: Key, now: Int64) {
+    /// - Parameter poolGeneration: see `Entry.poolGeneration`.
+    public func store(_ verdict: Verdict, evidence: Evidence, for key: Key, now: Int64, poolGeneration: Int? = nil) {
         var expires = now + ttlMilliseconds
         if let leaf = evidence.leaf { expires = min(expires, max(now, leaf.notAfter.seconds * 1000)) }
-        let entry = Entry(verdict: verdict, evidence: evidence, expires: expires)
+        let entry = Entry(verdict: verdict, evidence: evidence, expires: expires, poolGeneration: poolGeneration)
         shard(key).table.withLock { table in
             if table.count >= Self.maxEntriesPerShard {
                 table = table.filter { $0.value.expires > now }

@@ -1,0 +1,69 @@
+public import ChainwatchCore
+import Synchronization
+
+/// Intermediates that complete later paths, as browsers keep them: a server that omits its intermediate (no AIA
+/// fetching here) validates once another server has sent that intermediate in a valid chain, or when it was loaded
+/// at start (`run --intermediates`).
+///
+/// Only certificates from paths that validated to a rule's anchors are learned. They are offered to path building
+/// as untrusted candidates, never as anchors: a learned certificate completes a path only when that path reaches an
+/// anchor of the rule being judged, so the pool grants no trust. Bounded: past `capacity` learned certificates the
+/// oldest learned one is dropped (loaded ones stay).
+public final class IntermediatePool: Sendable {
+    public let capacity: Int
+    private struct State {
+        var generation = 0
+        var byDigest: [[UInt8]: Certificate] = [:]
+        /// Learned digests, oldest first (loaded ones are not listed: never dropped).
+        var learnedOrder: [[UInt8]] = []
+    }
+    private let state = Mutex(State())
+
+    /// - Parameter loaded: known intermediates (kept for the process's life; CAs only, others are ignored).
+    public init(capacity: Int = 1024, loaded: [Certificate] = []) {
+        self.capacity = capacity
+        state.withLock { s in
+            for certificate in loaded where certificate.facts.isCA { s.byDigest[certificate.facts.sha256] = certificate }
+        }
+    }
+
+    public var count: Int { state.withLock { $0.byDigest.count } }
+    /// Grows by one each time the pool learns a certificate.
+    public var generation: Int { state.withLock { $0.generation } }
+
+    /// Validates a presented chain; when it fails only because an issuer is missing, again with the pool's
+    /// certificates as candidates. A path that validates teaches the pool its intermediates.
+    public func validate(chain: [[UInt8]], store: TrustStore, at time: UnixTime) -> PathValidation {
+        var result = PathValidator.validate(chain: chain, store: store, at: time)
+        if let error = result.error, Self.missingIssuerCodes.contains(error.opensslCode) {
+            let candidates = state.withLock { Array($0.byDigest.values) }
+            if !candidates.isEmpty {
+                let retried = PathValidator.validate(chain: chain, store: store, at: time, extraUntrusted: candidates)
+                if retried.error == nil { result = retried }
+            }
+        }
+        if result.error == nil { learn(from: result, presented: chain) }
+        return result
+    }
+
+    /// `X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT` and `..._LOCALLY`: the path stops short of an anchor.
+    public static let missingIssuerCodes: Set<Int32> = [2, 20]
+
+    /// Keeps the intermediates of a validated path (neither its leaf nor its anchor) that the server presented.
+    private func learn(from validation: PathValidation, presented: [[UInt8]]) {
+        guard validation.path.count > 2 else { return }
+        let wanted = Set(validation.path.dropFirst().dropLast().map(\.sha256))
+        let known = state.withLock { s in wanted.allSatisfy { s.byDigest[$0] != nil } }
+        guard !known else { return }
+        for der in presented.prefix(PathValidator.maxConsideredCertificates).dropFirst() {
+            guard let certificate = try? Certificate(der: der), wanted.contains(certificate.facts.sha256) else { continue }
+            state.withLock { s in
+                guard s.byDigest[certificate.facts.sha256] == nil else { return }
+                s.byDigest[certificate.facts.sha256] = certificate
+                s.learnedOrder.append(certificate.facts.sha256)
+                s.generation += 1
+                if s.learnedOrder.count > capacity { s.byDigest[s.learnedOrder.removeFirst()] = nil }
+            }
+        }
+    }
+}
