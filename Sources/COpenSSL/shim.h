@@ -10,6 +10,7 @@
 #include <openssl/bio.h>
 #include <openssl/sha.h>
 #include <openssl/crypto.h>
+#include <openssl/ocsp.h>
 
 // Macros do not import into Swift: each wrapper is named c_openssl_<exact C name>.
 static inline long c_openssl_SSL_set_tlsext_host_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
@@ -37,6 +38,7 @@ static inline long c_openssl_BIO_set_mem_eof_return(BIO *bio, int v) { return BI
 static inline long c_openssl_SSL_set1_groups_list(SSL *ssl, const char *list) { return SSL_set1_groups_list(ssl, list); }
 static inline long c_openssl_SSL_set1_sigalgs_list(SSL *ssl, const char *list) { return SSL_set1_sigalgs_list(ssl, list); }
 static inline long c_openssl_SSL_set_tlsext_status_type(SSL *ssl, int type) { return SSL_set_tlsext_status_type(ssl, type); }
+static inline long c_openssl_SSL_get_tlsext_status_ocsp_resp(SSL *ssl, const unsigned char **resp) { return SSL_get_tlsext_status_ocsp_resp(ssl, resp); }
 static inline void c_openssl_SSL_set_msg_callback_arg(SSL *ssl, void *arg) { SSL_set_msg_callback_arg(ssl, arg); }
 static inline int c_openssl_sk_SSL_CIPHER_num(const STACK_OF(SSL_CIPHER) *sk) { return sk_SSL_CIPHER_num(sk); }
 static inline const SSL_CIPHER *c_openssl_sk_SSL_CIPHER_value(const STACK_OF(SSL_CIPHER) *sk, int i) { return sk_SSL_CIPHER_value(sk, i); }

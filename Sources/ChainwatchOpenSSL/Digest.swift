@@ -19,4 +19,12 @@ public enum Digest {
         guard EVP_DigestFinal_ex(ctx, &digest, &size) == 1, size == 32 else { throw .drainingQueue(call: "EVP_DigestFinal_ex") }
         return digest
     }
+
+    /// What keys a verdict: the certificates as presented and the OCSP response stapled with them, framed so that
+    /// no chain with a staple digests like a chain of other certificates (the count comes first).
+    public static func sha256(chain: [[UInt8]], stapled: [UInt8]?) throws(OpenSSLError) -> [UInt8] {
+        var count = UInt32(chain.count).bigEndian
+        let countBytes = withUnsafeBytes(of: &count) { Array($0) }
+        return try sha256(framed: [countBytes] + chain + (stapled.map { [$0] } ?? []))
+    }
 }

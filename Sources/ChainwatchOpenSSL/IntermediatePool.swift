@@ -28,6 +28,9 @@ public final class IntermediatePool: Sendable {
     }
 
     public var count: Int { state.withLock { $0.byDigest.count } }
+    /// The certificate with this SHA-256, if the pool holds it.
+    public func certificate(digest: [UInt8]) -> Certificate? { state.withLock { $0.byDigest[digest] } }
+
     /// Grows by one each time the pool learns a certificate.
     public var generation: Int { state.withLock { $0.generation } }
 

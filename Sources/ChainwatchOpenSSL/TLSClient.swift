@@ -105,6 +105,14 @@ public final class TLSClient {
         return takeOutgoing()
     }
 
+    /// The OCSP response the server stapled, when one was asked for and sent.
+    private func stapledResponse() -> [UInt8]? {
+        var response: UnsafePointer<UInt8>? = nil
+        let length = c_openssl_SSL_get_tlsext_status_ocsp_resp(ssl, &response)
+        guard let response, length > 0 else { return nil }
+        return Array(UnsafeBufferPointer(start: response, count: length))
+    }
+
     /// Reads the finished handshake.
     private func makeResult() throws(OpenSSLError) -> TLSClientResult {
         var chain: [[UInt8]] = []
@@ -125,7 +133,7 @@ public final class TLSClient {
             chainDER: chain, version: TLSVersion(rawValue: UInt16(truncatingIfNeeded: SSL_version(ssl))),
             cipher: CipherSuite(rawValue: cipher), alpn: alpn, clientHello: capture.clientHello, serverHello: capture.serverHello,
             serverMessages: capture.serverMessages, serverRecordLengths: capture.serverRecordLengths,
-            helloRetryRequested: capture.helloRetryRequested)
+            helloRetryRequested: capture.helloRetryRequested, ocspResponse: stapledResponse())
     }
 
     /// OpenSSL's name for `suite` (`ECDHE-ECDSA-AES128-GCM-SHA256`), nil when this OpenSSL does not know it.

@@ -6,8 +6,10 @@ public struct TLSClientResult: Hashable, Sendable {
     /// The server's certificates as sent (DER), leaf first, in the server's order: not a validated path.
     /// Empty when the server sent none.
     public let chainDER: [[UInt8]]
-    /// `Digest.sha256(framed: chainDER)`, made once with the result (it keys the verdict cache, and a probe's result
-    /// is judged for every tunnel it covers); nil when OpenSSL could not make it.
+    /// The OCSP response the server stapled (when the offer asked for one, as the client's did); nil when none.
+    public let ocspResponse: [UInt8]?
+    /// `Digest.sha256(chain: chainDER, stapled: ocspResponse)`, made once with the result (it keys the verdict cache,
+    /// and a probe's result is judged for every tunnel it covers); nil when OpenSSL could not make it.
     public let chainDigest: [UInt8]?
     /// The negotiated version.
     public var version: TLSVersion
@@ -36,8 +38,10 @@ public struct TLSClientResult: Hashable, Sendable {
 
     public init(chainDER: [[UInt8]], version: TLSVersion, cipher: CipherSuite, alpn: String?, clientHello: [UInt8] = [],
                 serverHello: [UInt8] = [], serverMessages: [TLSMessageSize] = [], serverRecordLengths: [Int] = [],
-                helloRetryRequested: Bool = false) {
-        self.chainDER = chainDER; chainDigest = try? Digest.sha256(framed: chainDER); self.version = version; self.cipher = cipher; self.alpn = alpn
+                helloRetryRequested: Bool = false, ocspResponse: [UInt8]? = nil) {
+        self.chainDER = chainDER; self.ocspResponse = ocspResponse
+        chainDigest = try? Digest.sha256(chain: chainDER, stapled: ocspResponse)
+        self.version = version; self.cipher = cipher; self.alpn = alpn
         self.clientHello = clientHello; self.serverHello = serverHello; self.serverMessages = serverMessages
         self.serverRecordLengths = serverRecordLengths; self.helloRetryRequested = helloRetryRequested
         parsedClientHello = clientHello.isEmpty ? nil : try? ClientHello.parse(handshakeMessage: clientHello)

@@ -104,6 +104,12 @@ public struct AlertRecord: Sendable {
             o.set("chainwatch.chain.spki_sha256", chain.map { HashText.base64($0.spkiSHA256) })
             o.set("chainwatch.chain.presented_sha256", evidence.validation.presented.map { HashText.hex($0.sha256) })
             o.set("chainwatch.chain.anchor_kind", evidence.validation.anchorKind?.rawValue)
+            o.set("chainwatch.chain.ocsp", evidence.stapled?.word ?? "absent")
+            switch evidence.stapled {
+            case .revoked(let detail): o.set("chainwatch.chain.ocsp_detail", detail)
+            case .invalid(let detail): o.set("chainwatch.chain.ocsp_detail", detail)
+            default: break
+            }
             if let error = evidence.validation.error {
                 o.set("chainwatch.chain.error", error.message)
                 o.set("chainwatch.chain.error_depth", error.depth)

@@ -17,9 +17,11 @@ public struct Evidence: Sendable, Hashable {
     public var connection: ConnectionFacts
     public var validation: PathValidation
     public var source: EvidenceSource
+    /// The server's stapled OCSP response, checked; nil when it stapled none (or the client did not ask for one).
+    public var stapled: StapledStatus?
 
-    public init(connection: ConnectionFacts, validation: PathValidation, source: EvidenceSource) {
-        self.connection = connection; self.validation = validation; self.source = source
+    public init(connection: ConnectionFacts, validation: PathValidation, source: EvidenceSource, stapled: StapledStatus? = nil) {
+        self.connection = connection; self.validation = validation; self.source = source; self.stapled = stapled
     }
 
     public init(connectHost: String, serverName: String?, port: UInt16, protocolVersion: TLSVersion?,

@@ -29,9 +29,10 @@ public struct Verdict: Sendable, Hashable {
 public struct Evaluator: Sendable {
     public var checks: [any Check]
 
-    /// The standard checks in order: protocol, path, hostname, pins, non-system anchor, SNI mismatch.
+    /// The standard checks in order: protocol, path, hostname, pins, local root, revocation, SNI mismatch.
     public static let standardChecks: [any Check] = [
-        ProtocolCheck(), PathValidationCheck(), HostnameCheck(), PinCheck(), LocalRootCheck(), SNIMismatchCheck(),
+        ProtocolCheck(), PathValidationCheck(), HostnameCheck(), PinCheck(), LocalRootCheck(), RevocationCheck(),
+        SNIMismatchCheck(),
     ]
 
     public init(checks: [any Check] = Evaluator.standardChecks) { self.checks = checks }

@@ -6,6 +6,7 @@ extension HandshakeFact {
         case HandshakeType.clientHello: self = .clientHello(try ClientHello(parsing: body))
         case HandshakeType.serverHello: self = .serverHello(try ServerHello(parsing: body))
         case HandshakeType.certificate: self = .certificate(try parseCertificateList(body))
+        case HandshakeType.certificateStatus: self = .certificateStatus(parseCertificateStatus(body))
         case HandshakeType.serverHelloDone:
             guard body.isEmpty else { throw .trailingBytes("ServerHelloDone") }
             self = .serverHelloDone
@@ -20,6 +21,16 @@ enum HandshakeType {
     static let serverHello: UInt8 = 2
     static let certificate: UInt8 = 11
     static let serverHelloDone: UInt8 = 14
+    static let certificateStatus: UInt8 = 22
+}
+
+/// A CertificateStatus body (RFC 6066 8): status_type 1 (ocsp), then a 3-byte-length OCSPResponse. Anything else
+/// (ocsp_multi, a malformed body) is no readable staple, `[]`: the chain is judged without it, never refused for it.
+private func parseCertificateStatus(_ body: ArraySlice<UInt8>) -> [UInt8] {
+    var reader = ByteReader(body)
+    guard (try? reader.readUInt8("CertificateStatus.status_type")) == 1,
+          var response = try? reader.readVector(lengthBytes: 3, "CertificateStatus.response"), reader.isAtEnd else { return [] }
+    return Array(response.readRest())
 }
 
 /// A TLS 1.2-and-below Certificate body (RFC 5246 7.4.2): a 3-byte list length, then 3-byte-length DER certificates.

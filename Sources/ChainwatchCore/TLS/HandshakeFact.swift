@@ -5,6 +5,8 @@ public enum HandshakeFact: Equatable, Sendable {
     case serverHello(ServerHello)
     /// The DER certificates of a TLS 1.2-and-below Certificate message, in the order sent (leaf first, normally).
     case certificate([[UInt8]])
+    /// A TLS 1.2-and-below CertificateStatus (RFC 6066 8): the OCSP response (DER) the server staples.
+    case certificateStatus([UInt8])
     /// The server's TLS 1.2 flight is complete.
     case serverHelloDone
     /// A plaintext alert (RFC 8446 6): level 1 warning, 2 fatal; description e.g. 40 handshake_failure.

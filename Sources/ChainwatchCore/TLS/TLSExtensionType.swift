@@ -1,6 +1,7 @@
 /// The hello extension types chainwatch reads (IANA "TLS ExtensionType Values"); all others are skipped.
 enum TLSExtensionType {
     static let serverName: UInt16 = 0
+    static let statusRequest: UInt16 = 5
     static let supportedGroups: UInt16 = 10
     static let signatureAlgorithms: UInt16 = 13
     static let alpn: UInt16 = 16

@@ -38,6 +38,12 @@ public struct HandshakeWatch: Sendable {
     public private(set) var passableServerBytes = 0
     /// Facts the server direction has produced.
     private var serverFacts = 0
+    /// The OCSP response a TLS ≤ 1.2 server stapled (its CertificateStatus), read before `.chain` is returned; nil
+    /// when it stapled none (or none readable).
+    public private(set) var stapledOCSP: [UInt8]?
+    /// A Certificate seen while a CertificateStatus is still due (the ServerHello echoed status_request): the chain
+    /// is returned with the staple, or without it at the end of the server's flight. Same flight: no wait.
+    private var chainAwaitingStatus: [[UInt8]]?
     /// Set once a need other than `.moreBytes` was returned; later bytes are ignored.
     public private(set) var decided: Need?
 
@@ -107,8 +113,17 @@ public struct HandshakeWatch: Sendable {
                     return decide(probeNeed())
                 }
             case .certificate(let ders):
+                if serverHello?.extensionTypes.contains(TLSExtensionType.statusRequest) == true {
+                    chainAwaitingStatus = ders
+                    continue
+                }
+                return decide(.chain(ders))
+            case .certificateStatus(let response):
+                guard let ders = chainAwaitingStatus else { continue }
+                stapledOCSP = response.isEmpty ? nil : response
                 return decide(.chain(ders))
             case .encrypted, .serverHelloDone:
+                if let ders = chainAwaitingStatus { return decide(.chain(ders)) }   // promised, not sent
                 // A resumed TLS ≤ 1.2 session switches to encryption with no Certificate; so does anything
                 // else that skipped it (an anonymous suite): the chain must come from a probe.
                 guard serverHello != nil else { return decide(.notTLS("server: no ServerHello before encryption")) }

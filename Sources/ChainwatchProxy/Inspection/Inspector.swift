@@ -32,12 +32,14 @@ public final class Inspector: Sendable {
 
     /// Judges a chain (DER as presented) for a tunnel: from the cache when this rule already judged these exact
     /// certificates for this name, else by building and validating the path and running the checks.
-    /// - Parameter digest: `Digest.sha256(framed: chain)` when the caller has it (a probe's result carries it).
-    func judge(chain: [[UInt8]], digest: [UInt8]? = nil, rule: Rule, snapshot: PolicySnapshot, tunnel: ConnectionFacts,
-               source: EvidenceSource, nowMilliseconds: Int64) -> (Verdict, Evidence) {
+    /// - Parameters:
+    ///   - stapled: the OCSP response the server stapled with the chain, if any.
+    ///   - digest: `Digest.sha256(chain:stapled:)` when the caller has it (a probe's result carries it).
+    func judge(chain: [[UInt8]], stapled: [UInt8]?, digest: [UInt8]? = nil, rule: Rule, snapshot: PolicySnapshot,
+               tunnel: ConnectionFacts, source: EvidenceSource, nowMilliseconds: Int64) -> (Verdict, Evidence) {
         let host = tunnel.hostChecked
         // No digest (OpenSSL could not allocate): judge this chain afresh and cache nothing, so it shares no entry.
-        let key = (digest ?? (try? Digest.sha256(framed: chain))).map {
+        let key = (digest ?? (try? Digest.sha256(chain: chain, stapled: stapled))).map {
             VerdictCache.Key(chainHash: $0, rule: rule.identity, host: host, connectHost: tunnel.connectHost)
         }
         if let key, let entry = cache.verdict(for: key, now: nowMilliseconds),
@@ -52,8 +54,10 @@ public final class Inspector: Sendable {
         }
         let now = UnixTime(seconds: nowMilliseconds / 1000)
         let generation = intermediates.generation   // before: what is learned meanwhile makes the entry stale
-        let validation = intermediates.validate(chain: chain, store: snapshot.store(for: rule), at: now)
-        let evidence = Evidence(connection: tunnel, validation: validation, source: source)
+        let store = snapshot.store(for: rule)
+        let validation = intermediates.validate(chain: chain, store: store, at: now)
+        let status = stapled.flatMap { stapledStatus($0, chain: chain, validation: validation, store: store) }
+        let evidence = Evidence(connection: tunnel, validation: validation, source: source, stapled: status)
         let verdict = evaluator.evaluate(evidence, rule: rule, at: now)
         // A chain missing an issuer may validate once the pool learns it from another server: its entry holds
         // until then.
@@ -62,6 +66,19 @@ public final class Inspector: Sendable {
             cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds, poolGeneration: missingIssuer ? generation : nil)
         }
         return (verdict, evidence)
+    }
+
+    /// What a stapled OCSP response says about the validated path's leaf; nil when the path did not validate (the
+    /// chain's own finding decides, and a staple about an untrusted leaf says nothing).
+    private func stapledStatus(_ response: [UInt8], chain: [[UInt8]], validation: PathValidation,
+                               store: TrustStore) -> StapledStatus? {
+        guard validation.error == nil, validation.path.count >= 2 else { return nil }
+        let presented = chain.prefix(PathValidator.maxConsideredCertificates).compactMap { try? Certificate(der: $0) }
+        let issuerDigest = validation.path[1].sha256
+        guard let leaf = presented.first,
+              let issuer = presented.first(where: { $0.facts.sha256 == issuerDigest }) ?? intermediates.certificate(digest: issuerDigest)
+        else { return .invalid("the leaf's issuer is not at hand to check the response") }
+        return OCSPStaple.status(of: response, leaf: leaf, issuer: issuer, untrusted: presented, store: store)
     }
 
     /// Writes the tunnel's alert line: the deciding finding, with every finding listed.

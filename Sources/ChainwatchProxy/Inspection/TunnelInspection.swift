@@ -150,9 +150,9 @@ final class TunnelInspection {
                     facts.protocolVersion = probe.version
                     facts.cipher = NegotiatedCipher(probe.cipher)
                 }
-                (verdict, evidence) = inspector.judge(chain: probe.chainDER, digest: probe.chainDigest, rule: rule,
-                                                      snapshot: snapshot, tunnel: facts, source: .probe,
-                                                      nowMilliseconds: loop.cachedMilliseconds)
+                (verdict, evidence) = inspector.judge(chain: probe.chainDER, stapled: probe.ocspResponse,
+                                                      digest: probe.chainDigest, rule: rule, snapshot: snapshot,
+                                                      tunnel: facts, source: .probe, nowMilliseconds: loop.cachedMilliseconds)
             case .failure(let reason):
                 verdict = Evaluator.verdict(for: .probeFailed(reason), rule: rule)
             }
@@ -186,8 +186,8 @@ final class TunnelInspection {
             finish(Verdict(rule: rule.identity, findings: [finding]), evidence: nil, rule: rule)
         case .chain(let ders):
             let rule = self.rule
-            let (verdict, evidence) = inspector.judge(chain: ders, rule: rule, snapshot: snapshot, tunnel: facts,
-                                                      source: .passive, nowMilliseconds: loop.cachedMilliseconds)
+            let (verdict, evidence) = inspector.judge(chain: ders, stapled: watch.stapledOCSP, rule: rule, snapshot: snapshot,
+                                                      tunnel: facts, source: .passive, nowMilliseconds: loop.cachedMilliseconds)
             finish(verdict, evidence: evidence, rule: rule)
         case .probe(let offer):
             probing = true
@@ -256,9 +256,9 @@ final class TunnelInspection {
             return finish(Evaluator.verdict(for: .evidenceMismatch(detail), rule: rule), evidence: nil, rule: rule)
         }
         probing = false
-        let (verdict, evidence) = inspector.judge(chain: probe.chainDER, digest: probe.chainDigest, rule: rule,
-                                                  snapshot: snapshot, tunnel: facts, source: .probe,
-                                                  nowMilliseconds: loop.cachedMilliseconds)
+        let (verdict, evidence) = inspector.judge(chain: probe.chainDER, stapled: probe.ocspResponse,
+                                                  digest: probe.chainDigest, rule: rule, snapshot: snapshot,
+                                                  tunnel: facts, source: .probe, nowMilliseconds: loop.cachedMilliseconds)
         finish(verdict, evidence: evidence, rule: rule)
     }
 

@@ -47,8 +47,17 @@ import Testing
         let chainwatch = try #require(object["chainwatch"] as? [String: Any])
         #expect(chainwatch["evidence"] as? String == "passive")
         #expect((chainwatch["chain"] as? [String: Any])?["anchor_kind"] as? String == "operator")
+        #expect((chainwatch["chain"] as? [String: Any])?["ocsp"] as? String == "absent")   // nothing stapled
         #expect((chainwatch["findings"] as? [Any])?.count == 2)
         #expect(object["injected"] == nil)
+    }
+
+    @Test func stapledStatusIsRecorded() throws {
+        var r = record(subject: "CN=a")
+        r.evidence?.stapled = .invalid("not signed by the leaf's issuer")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.jsonLine.utf8)) as? [String: Any])
+        let chain = try #require((object["chainwatch"] as? [String: Any])?["chain"] as? [String: Any])
+        #expect(chain["ocsp"] as? String == "invalid" && chain["ocsp_detail"] as? String == "not signed by the leaf's issuer")
     }
 
     /// An alert (traffic passed) is a failed check all the same: ECS's outcome is about what the line reports.

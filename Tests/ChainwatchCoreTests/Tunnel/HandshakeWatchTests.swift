@@ -125,5 +125,45 @@ import Testing
         #expect(detail.contains("\(over) bytes") && detail.contains("type 11"))
     }
 
+    /// A TLS 1.2 ServerHello (suite 0xC02B) with the given extensions, as a handshake message.
+    static func serverHello12(extensions: [UInt8]) -> [UInt8] {
+        handshakeMessage(2, [0x03, 0x03] + Array(repeating: 0x42, count: 32) + [0] + [0xC0, 0x2B, 0] + vector(2, extensions))
+    }
 
+    /// The ServerHello echoed status_request: the chain comes with the CertificateStatus that follows the Certificate
+    /// (same flight, no wait), or without a staple at the end of the flight when none came.
+    @Test(arguments: [true, false])
+    func stapledResponseComesWithTheChain(stapled: Bool) throws {
+        var w = HandshakeWatch()
+        _ = w.client(try TLSFixture.bytes("tls12-rsa.c2s.bin"))
+        let der: [UInt8] = [0x30, 0x03, 0x02, 0x01, 0x01]
+        let ocsp: [UInt8] = [0x30, 0x05, 0x0A, 0x01, 0x00, 0xA0, 0x00]
+        var flight = Self.serverHello12(extensions: uint16(5) + uint16(0)) + handshakeMessage(11, vector(3, vector(3, der)))
+        if stapled { flight += handshakeMessage(22, [1] + vector(3, ocsp)) }
+        flight += handshakeMessage(12, [1, 2, 3]) + handshakeMessage(14, [])
+        var needs: [HandshakeWatch.Need] = []
+        for byte in record(22, flight) { needs.append(w.server([byte])) }   // one byte at a time
+        #expect(needs.filter { $0 != .moreBytes } .first == .chain([der]))
+        #expect(w.stapledOCSP == (stapled ? ocsp : nil))
+    }
+
+    /// Without status_request in the ServerHello the chain is returned at once, as before.
+    @Test func noPromisedStatusMeansTheChainAtOnce() throws {
+        var w = HandshakeWatch()
+        _ = w.client(try TLSFixture.bytes("tls12-rsa.c2s.bin"))
+        let der: [UInt8] = [0x30, 0x03, 0x02, 0x01, 0x01]
+        let flight = Self.serverHello12(extensions: []) + handshakeMessage(11, vector(3, vector(3, der)))
+        #expect(w.server(record(22, flight)) == .chain([der]))
+    }
+
+    /// A CertificateStatus of another type (ocsp_multi) or malformed is no staple, never a failure.
+    @Test func unreadableStatusIsNoStaple() throws {
+        var w = HandshakeWatch()
+        _ = w.client(try TLSFixture.bytes("tls12-rsa.c2s.bin"))
+        let der: [UInt8] = [0x30, 0x03, 0x02, 0x01, 0x01]
+        let flight = Self.serverHello12(extensions: uint16(5) + uint16(0)) + handshakeMessage(11, vector(3, vector(3, der)))
+            + handshakeMessage(22, [2] + vector(3, [1, 2, 3]))
+        #expect(w.server(record(22, flight)) == .chain([der]))
+        #expect(w.stapledOCSP == nil)
+    }
 }
