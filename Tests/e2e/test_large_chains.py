@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from helpers import HTTPServer, assert_no_alert_lines, curl_genuine, read_alert_lines
+from helpers import HTTPServer, assert_no_alert_lines, curl_genuine, read_alert_lines, start_own_anchor_proxy
 from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
 
 
@@ -42,11 +42,7 @@ def leaves(pki, tmp_path_factory):
 
 
 def start(start_proxy, tmp_path, pki, action):
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 genuine.test\n")
-    policy = tmp_path / f"policy-{action}.yaml"
-    policy.write_text(f"version: 1\ndefaults:\n  action: {action}\n  anchors: [{pki}/genuine-root.pem]\nrules: []\n")
-    return start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "5")
+    return start_own_anchor_proxy(start_proxy, tmp_path, pki, action, probe_timeout=5)
 
 
 def server_bytes_through(proxy, port, tls, want, timeout=10):

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from helpers import OpenSSLServer, assert_no_alert_lines, wait_alert_lines
+from helpers import OpenSSLServer, assert_no_alert_lines, start_own_anchor_proxy, wait_alert_lines
 from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
 
 
@@ -30,11 +30,7 @@ def responses(pki, tmp_path_factory):
 
 
 def start(start_proxy, tmp_path, pki, action):
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 genuine.test\n")
-    policy = tmp_path / f"policy-{action}.yaml"
-    policy.write_text(f"version: 1\ndefaults:\n  action: {action}\n  anchors: [{pki}/genuine-root.pem]\nrules: []\n")
-    return start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "3", "--grace", "1")
+    return start_own_anchor_proxy(start_proxy, tmp_path, pki, action, probe_timeout=3)
 
 
 def s_client(proxy, port, tls):
