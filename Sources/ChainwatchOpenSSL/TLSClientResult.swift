@@ -33,6 +33,8 @@ public struct TLSClientResult: Hashable, Sendable {
     /// every tunnel it covers); nil when they cannot be (OpenSSL's own bytes: not expected).
     public private(set) var parsedClientHello: ClientHello?
     public private(set) var parsedServerHello: ServerHello?
+    /// The JA4 of `parsedClientHello`, made once (every alert line about a tunnel this probe covers carries it).
+    public private(set) var ja4: String?
     /// `serverMessages` and `serverRecordLengths` as `FlightAgreement` compares them, made once with the result.
     public private(set) var flight: FlightAgreement.ProbeFlight
 
@@ -46,6 +48,7 @@ public struct TLSClientResult: Hashable, Sendable {
         self.serverRecordLengths = serverRecordLengths; self.helloRetryRequested = helloRetryRequested
         parsedClientHello = clientHello.isEmpty ? nil : try? ClientHello.parse(handshakeMessage: clientHello)
         parsedServerHello = serverHello.isEmpty ? nil : try? ServerHello.parse(handshakeMessage: serverHello)
+        ja4 = parsedClientHello?.ja4
         flight = FlightAgreement.ProbeFlight(messages: serverMessages.map { ($0.type, $0.length) }, recordLengths: serverRecordLengths)
     }
 }

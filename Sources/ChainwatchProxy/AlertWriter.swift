@@ -87,6 +87,9 @@ public final class AlertWriter: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// How long lines after a written one gather before the next write.
+    static let coalescingInterval: TimeInterval = 0.01
+
     private func run() {
         while true {
             condition.lock()
@@ -131,7 +134,14 @@ public final class AlertWriter: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            if !unwritten.isEmpty { Thread.sleep(forTimeInterval: 1) }   // full disk: retry each second
+            if !unwritten.isEmpty {
+                Thread.sleep(forTimeInterval: 1)   // full disk: retry each second
+            } else if !stop, !batch.isEmpty {
+                // A line is written the moment it wakes the writer; the lines after it wait up to this long and go
+                // out together. A flagged upstream's storm then costs one wake-up and one write per interval, not
+                // one per line (each wake-up a context switch on the loops' cores).
+                Thread.sleep(forTimeInterval: Self.coalescingInterval)
+            }
         }
     }
 

@@ -29,7 +29,7 @@ struct CommonOptions: ParsableArguments {
     var proxyArgs: String?
     @Option(help: "Name of the proxy in reports (default: chainwatch, or the executable's name).")
     var proxyName: String?
-    @Option(help: "With --start-proxy: comma-separated policy actions to run with, each a separate proxy start (block,alert).")
+    @Option(help: "With --start-proxy: comma-separated policies to run with, each a separate proxy start: block, alert, or flagged (alert, and every tunnel's chain fails: an alert line per connection).")
     var policy: String?
     @Flag(help: "Run the same load without the proxy too (first), as the baseline; alone: only the baseline.")
     var direct = false
@@ -122,7 +122,9 @@ extension CommonOptions {
         if let policy {
             guard startProxy != nil else { throw BenchError("--policy needs --start-proxy (the bench writes the policy file)") }
             policies = policy.split(separator: ",").map { String($0) }
-            for p in policies where p != "block" && p != "alert" { throw BenchError("--policy: expected block or alert, got '\(p ?? "")'") }
+            for p in policies where p != "block" && p != "alert" && p != "flagged" {
+                throw BenchError("--policy: expected block, alert or flagged, got '\(p ?? "")'")
+            }
         }
         guard startUpstream == "builtin" || startUpstream == "nginx" else { throw BenchError("--start-upstream: builtin or nginx") }
         var fault: Fault?

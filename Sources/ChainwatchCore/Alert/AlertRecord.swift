@@ -31,105 +31,126 @@ public struct AlertRecord: Sendable {
         return base.dropLast() + "." + String(repeating: "0", count: 3 - text.count) + text + "Z"
     }
 
-    public var json: JSONValue {
-        var o = JSONObjectBuilder()
-        o.set("@timestamp", Self.timestamp(timeMilliseconds))
-        o.set("ecs.version", Observer.ecsVersion)
-        o.set("observer.hostname", observer.hostname)
-        o.set("observer.product", "chainwatch")
-        o.set("observer.vendor", "chainwatch")
-        o.set("observer.version", Observer.version)
-        o.set("observer.type", "proxy")
-        o.set("event.kind", "alert")
-        o.set("event.category", .array([.string("network")]))
-        // ECS's allowed types for the network category: the tunnel was refused (block) or let through (alert).
-        o.set("event.type", .array([.string("connection"), .string(action == .block ? "denied" : "allowed")]))
-        o.set("event.action", action.rawValue)
-        o.set("event.reason", finding.reason.rawValue)
-        // The outcome of what the line is about, a check of the chain or the tunnel: it failed, under either action
-        // (the action says whether the traffic passed anyway).
-        o.set("event.outcome", "failure")
-        o.set("message", "\(action.rawValue) \(connection.connectHost):\(connection.port): \(finding.reason.rawValue): \(finding.detail)")
-        o.set("rule.name", rule.name)
-        o.set("source.ip", connection.sourceIP)
-        o.set("source.port", Int(connection.sourcePort))
-        o.set("destination.domain", connection.connectHost)
-        o.set("destination.ip", connection.upstreamIP)
-        o.set("destination.port", Int(connection.port))
-        o.set("network.protocol", "tls")
-        o.set("tls.version_protocol", connection.protocolVersion == nil ? nil : "tls")
-        o.set("tls.version", connection.protocolVersion?.ecsName)
-        o.set("tls.cipher", connection.cipher?.name)
-        o.set("tls.client.server_name", connection.serverName)
-        o.set("chainwatch.client.ja4", connection.clientJA4)   // ECS has no JA4 field (it has tls.client.ja3)
-        let chain = evidence.map { $0.validation.path.isEmpty ? $0.validation.presented : $0.validation.path } ?? []
-        if let leaf = evidence?.leaf {
-            o.set("tls.server.hash.sha256", HashText.hex(leaf.sha256))
-            o.set("tls.server.subject", leaf.subject)
-            o.set("tls.server.issuer", leaf.issuer)
-            o.set("tls.server.not_after", leaf.notAfter.rfc3339)
-            o.set("tls.server.not_before", leaf.notBefore.rfc3339)
-            o.set("tls.server.x509.subject.distinguished_name", leaf.subject)
-            o.set("tls.server.x509.issuer.distinguished_name", leaf.issuer)
-            o.set("tls.server.x509.serial_number", leaf.serialHex)
-            o.set("tls.server.x509.not_after", leaf.notAfter.rfc3339)
-            o.set("tls.server.x509.alternative_names", leaf.dnsNames + leaf.ipAddresses)
-            o.set("tls.server.x509.public_key_algorithm", leaf.keyType.rawValue)
-            o.set("tls.server.x509.public_key_size", leaf.keyBits)
-            o.set("tls.server.x509.signature_algorithm", leaf.signatureAlgorithm)
+    /// The line: ECS objects, then `chainwatch`, written straight to bytes (one per finding: it must be cheap).
+    public var jsonLine: String {
+        var w = JSONWriter()
+        w.field("@timestamp", Self.timestamp(timeMilliseconds))
+        w.object("ecs") { $0.field("version", Observer.ecsVersion) }
+        w.object("observer") { o in
+            o.field("hostname", observer.hostname)
+            o.field("product", "chainwatch")
+            o.field("vendor", "chainwatch")
+            o.field("version", Observer.version)
+            o.field("type", "proxy")
         }
-        o.set("chainwatch.verdict", action.rawValue)
-        o.set("chainwatch.probe.ja4", connection.probeJA4)
-        o.set("chainwatch.tunnel_id", String(connection.id))
-        o.set("chainwatch.rule", rule.name)
-        o.set("chainwatch.reason", finding.reason.rawValue)
-        o.set("chainwatch.level", finding.level?.rawValue)
-        o.set("chainwatch.detail", finding.detail)
-        o.set("chainwatch.check", finding.check)
-        o.set("chainwatch.evidence", evidence?.source.rawValue)
-        if allFindings.count > 1 {
-            o.set("chainwatch.findings", .array(allFindings.map { f in
-                var b = JSONObjectBuilder()
-                b.set("reason", f.reason.rawValue)
-                b.set("action", f.action.rawValue)
-                b.set("level", f.level?.rawValue)
-                b.set("detail", f.detail)
-                return b.value
-            }))
+        w.object("event") { e in
+            e.field("kind", "alert")
+            e.field("category", ["network"])
+            // ECS's allowed types for the network category: the tunnel was refused (block) or let through (alert).
+            e.field("type", ["connection", action == .block ? "denied" : "allowed"])
+            e.field("action", action.rawValue)
+            e.field("reason", finding.reason.rawValue)
+            // The outcome of what the line is about, a check of the chain or the tunnel: it failed, under either
+            // action (the action says whether the traffic passed anyway).
+            e.field("outcome", "failure")
         }
-        if let evidence {
-            o.set("chainwatch.chain.validated", evidence.validation.error == nil && !evidence.validation.path.isEmpty)
-            o.set("chainwatch.chain.subjects", chain.map(\.subject))
-            o.set("chainwatch.chain.sha256", chain.map { HashText.hex($0.sha256) })
-            o.set("chainwatch.chain.spki_sha256", chain.map { HashText.base64($0.spkiSHA256) })
-            o.set("chainwatch.chain.presented_sha256", evidence.validation.presented.map { HashText.hex($0.sha256) })
-            o.set("chainwatch.chain.anchor_kind", evidence.validation.anchorKind?.rawValue)
-            o.set("chainwatch.chain.ocsp", evidence.stapled?.word ?? "absent")
+        w.field("message", "\(action.rawValue) \(connection.connectHost):\(connection.port): \(finding.reason.rawValue): \(finding.detail)")
+        w.object("rule") { $0.field("name", rule.name) }
+        w.object("source") { s in
+            s.field("ip", connection.sourceIP)
+            s.field("port", Int(connection.sourcePort))
+        }
+        w.object("destination") { d in
+            d.field("domain", connection.connectHost)
+            d.field("ip", connection.upstreamIP)
+            d.field("port", Int(connection.port))
+        }
+        w.object("network") { $0.field("protocol", "tls") }
+        w.object("tls") { t in
+            t.field("version_protocol", connection.protocolVersion == nil ? nil : "tls")
+            t.field("version", connection.protocolVersion?.ecsName)
+            t.field("cipher", connection.cipher?.name)
+            t.object("client") { $0.field("server_name", connection.serverName) }
+            if let leaf = evidence?.leaf { Self.writeServer(leaf, to: &t) }
+        }
+        w.object("chainwatch") { c in
+            c.field("verdict", action.rawValue)
+            c.object("client") { $0.field("ja4", connection.clientJA4) }   // ECS has no JA4 field (it has ja3)
+            c.object("probe") { $0.field("ja4", connection.probeJA4) }
+            c.field("tunnel_id", String(connection.id))
+            c.field("rule", rule.name)
+            c.field("reason", finding.reason.rawValue)
+            c.field("level", finding.level?.rawValue)
+            c.field("detail", finding.detail)
+            c.field("check", finding.check)
+            c.field("evidence", evidence?.source.rawValue)
+            if allFindings.count > 1 {
+                c.field("findings", JSONValue.array(allFindings.map { f in
+                    .object([("reason", .string(f.reason.rawValue)), ("action", .string(f.action.rawValue))]
+                            + (f.level.map { [("level", JSONValue.string($0.rawValue))] } ?? [])
+                            + [("detail", .string(f.detail))])
+                }))
+            }
+            if let evidence { Self.writeChain(evidence, to: &c) }
+            if let pins = rule.pins {
+                c.object("expected") { x in
+                    x.field("root", pins.root.map(Self.pinTexts))
+                    x.field("intermediate", pins.intermediate.map(Self.pinTexts))
+                    x.field("leaf", pins.leaf.map(Self.pinTexts))
+                    x.field("leaf_subject", pins.leafSubjects.isEmpty ? nil : pins.leafSubjects.map(\.description))
+                    x.field("expires", pins.expires?.rfc3339)
+                }
+            }
+        }
+        return w.text
+    }
+
+    /// `tls.server.*`: the leaf.
+    private static func writeServer(_ leaf: CertificateFacts, to t: inout JSONWriter) {
+        t.object("server") { s in
+            s.object("hash") { $0.field("sha256", HashText.hex(leaf.sha256)) }
+            s.field("subject", leaf.subject)
+            s.field("issuer", leaf.issuer)
+            s.field("not_after", leaf.notAfter.rfc3339)
+            s.field("not_before", leaf.notBefore.rfc3339)
+            s.object("x509") { x in
+                x.object("subject") { $0.field("distinguished_name", leaf.subject) }
+                x.object("issuer") { $0.field("distinguished_name", leaf.issuer) }
+                x.field("serial_number", leaf.serialHex)
+                x.field("not_after", leaf.notAfter.rfc3339)
+                x.field("alternative_names", leaf.dnsNames + leaf.ipAddresses)
+                x.field("public_key_algorithm", leaf.keyType.rawValue)
+                x.field("public_key_size", leaf.keyBits)
+                x.field("signature_algorithm", leaf.signatureAlgorithm)
+            }
+        }
+    }
+
+    /// `chainwatch.chain.*`: the path (or what was presented), its anchor, its staple, its error.
+    private static func writeChain(_ evidence: Evidence, to c: inout JSONWriter) {
+        let validation = evidence.validation
+        let chain = validation.path.isEmpty ? validation.presented : validation.path
+        c.object("chain") { x in
+            x.field("validated", validation.error == nil && !validation.path.isEmpty)
+            x.field("subjects", chain.map(\.subject))
+            x.field("sha256", chain.map { HashText.hex($0.sha256) })
+            x.field("spki_sha256", chain.map { HashText.base64($0.spkiSHA256) })
+            x.field("presented_sha256", validation.presented.map { HashText.hex($0.sha256) })
+            x.field("anchor_kind", validation.anchorKind?.rawValue)
+            x.field("ocsp", evidence.stapled?.word ?? "absent")
             switch evidence.stapled {
-            case .revoked(let detail): o.set("chainwatch.chain.ocsp_detail", detail)
-            case .invalid(let detail): o.set("chainwatch.chain.ocsp_detail", detail)
+            case .revoked(let detail), .invalid(let detail): x.field("ocsp_detail", detail)
             default: break
             }
-            if let error = evidence.validation.error {
-                o.set("chainwatch.chain.error", error.message)
-                o.set("chainwatch.chain.error_depth", error.depth)
-            }
+            x.field("error", validation.error?.message)
+            x.field("error_depth", validation.error?.depth)
         }
-        if let pins = rule.pins {
-            if let root = pins.root { o.set("chainwatch.expected.root", Self.pinTexts(root)) }
-            if let intermediate = pins.intermediate { o.set("chainwatch.expected.intermediate", Self.pinTexts(intermediate)) }
-            if let leaf = pins.leaf { o.set("chainwatch.expected.leaf", Self.pinTexts(leaf)) }
-            if !pins.leafSubjects.isEmpty { o.set("chainwatch.expected.leaf_subject", pins.leafSubjects.map(\.description)) }
-            if let expires = pins.expires { o.set("chainwatch.expected.expires", expires.rfc3339) }
-        }
-        return o.value
     }
 
     static func pinTexts(_ level: LevelPins) -> [String] {
         level.certificates.map { "cert sha256/" + HashText.base64($0.bytes) } + level.spki.map { "spki sha256/" + HashText.base64($0.bytes) }
     }
 
-    public var jsonLine: String { json.serialized }
 }
 
 extension JSONObjectBuilder {

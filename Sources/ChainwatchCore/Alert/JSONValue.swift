@@ -1,5 +1,5 @@
 /// A JSON value with ordered object keys, serialised on one line. Enough for alert lines; no Foundation.
-public indirect enum JSONValue: Sendable, Equatable {
+public enum JSONValue: Sendable, Equatable {
     case string(String)
     case int(Int64)
     case bool(Bool)
@@ -21,84 +21,169 @@ public indirect enum JSONValue: Sendable, Equatable {
 
     /// Compact JSON text, one line (no raw newlines can appear: they are escaped).
     public var serialized: String {
-        var out = ""
+        var out: [UInt8] = []
+        out.reserveCapacity(2048)
         write(to: &out)
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
-    public func write(to out: inout String) {
+    /// Appends the compact JSON text as UTF-8 (an alert line is written once per finding: bytes, not characters).
+    public func write(to out: inout [UInt8]) {
         switch self {
         case .string(let s): Self.writeString(s, to: &out)
-        case .int(let n): out += String(n)
-        case .bool(let b): out += b ? "true" : "false"
-        case .null: out += "null"
+        case .int(let n): out.append(contentsOf: String(n).utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .null: out.append(contentsOf: "null".utf8)
         case .array(let items):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (i, item) in items.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 item.write(to: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let members):
-            out += "{"
+            out.append(UInt8(ascii: "{"))
             for (i, (key, value)) in members.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 Self.writeString(key, to: &out)
-                out += ":"
+                out.append(UInt8(ascii: ":"))
                 value.write(to: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    static func writeString(_ s: String, to out: inout String) {
-        out += "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F || scalar.value == 0x2028 || scalar.value == 0x2029:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
+    /// A JSON string: `"` and `\` escaped, and every control character (C0, DEL) and U+2028/U+2029 (line breaks
+    /// to JavaScript) as `\uXXXX` or its short form. Runs of plain bytes are copied at once.
+    static func writeString(_ s: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var s = s
+        s.withUTF8 { bytes in
+            var runStart = 0
+            var i = 0
+            let count = bytes.count
+            while i < count {
+                let b = bytes[i]
+                // The common case, a byte that is copied as it is: one comparison chain, no table, no allocation.
+                if b >= 0x20 && b != 0x22 && b != 0x5C && b < 0x7F { i += 1; continue }
+                if b >= 0x80 && !(b == 0xE2 && i + 2 < count && bytes[i + 1] == 0x80 && (bytes[i + 2] | 1) == 0xA9) {
+                    i += 1
+                    continue
+                }
+                if i > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i])) }
+                var width = 1
+                switch b {
+                case 0x22: out.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: out.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+                case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+                case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+                case 0xE2:   // U+2028 / U+2029: line breaks to JavaScript
+                    Self.appendUnicodeEscape(bytes[i + 2] == 0xA8 ? 0x2028 : 0x2029, to: &out)
+                    width = 3
+                default: Self.appendUnicodeEscape(UInt32(b), to: &out)   // C0 controls and DEL
+                }
+                i += width
+                runStart = i
             }
+            if count > runStart { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<count])) }
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
+    }
+
+    private static func appendUnicodeEscape(_ value: UInt32, to out: inout [UInt8]) {
+        let digits: StaticString = "0123456789abcdef"
+        out.append(contentsOf: [0x5C, UInt8(ascii: "u")])
+        for shift in [12, 8, 4, 0] as [UInt32] { out.append(digits.utf8Start[Int(value >> shift & 0xF)]) }
     }
 }
 
 /// Builds nested objects from dotted ECS names (`tls.server.hash.sha256`) in insertion order, skipping nil values.
+/// Each object is a node, changed in place, so a `set` costs its path (objects hold a few to a dozen keys: a scan
+/// beats hashing), not a copy of the tree.
 public struct JSONObjectBuilder: Sendable {
-    private var root: [(String, JSONValue)] = []
+    private final class Node: @unchecked Sendable {   // only ever reached through one builder, never shared
+        var members: [(String, Member)] = []
+        enum Member { case value(JSONValue), node(Node) }
+
+        func child(_ key: Substring) -> Node {
+            if let i = members.firstIndex(where: { $0.0 == key }) {
+                if case .node(let node) = members[i].1 { return node }
+                let node = Node()
+                members[i].1 = .node(node)
+                return node
+            }
+            let node = Node()
+            members.append((String(key), .node(node)))
+            return node
+        }
+
+        func put(_ key: Substring, _ member: Member) {
+            if let i = members.firstIndex(where: { $0.0 == key }) { members[i].1 = member } else { members.append((String(key), member)) }
+        }
+
+        func write(to out: inout [UInt8]) {
+            out.append(UInt8(ascii: "{"))
+            for (i, (key, member)) in members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                switch member {
+                case .value(let v): v.write(to: &out)
+                case .node(let n): n.write(to: &out)
+                }
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+
+        var value: JSONValue {
+            .object(members.map { key, member in
+                switch member {
+                case .value(let v): (key, v)
+                case .node(let n): (key, n.value)
+                }
+            })
+        }
+    }
+
+    private var root = Node()
     public init() {}
 
     public mutating func set(_ dottedKey: String, _ value: JSONValue?) {
         guard let value else { return }
-        let path = dottedKey.split(separator: ".").map(String.init)
-        Self.insert(path[...], value, into: &root)
+        if !isKnownUniquelyReferenced(&root) { root = Self.copy(root) }
+        var node = root
+        var rest = dottedKey[...]
+        while let dot = rest.utf8.firstIndex(of: UInt8(ascii: ".")) {   // bytes: no grapheme breaking per key
+            node = node.child(rest[..<dot])
+            rest = rest[rest.utf8.index(after: dot)...]
+        }
+        node.put(rest, .value(value))
     }
 
     public mutating func set(_ dottedKey: String, _ value: String?) { set(dottedKey, value.map(JSONValue.string)) }
     public mutating func set(_ dottedKey: String, _ value: Int?) { set(dottedKey, value.map { JSONValue.int(Int64($0)) }) }
     public mutating func set(_ dottedKey: String, _ values: [String]?) { set(dottedKey, values.map { .array($0.map(JSONValue.string)) }) }
 
-    private static func insert(_ path: ArraySlice<String>, _ value: JSONValue, into members: inout [(String, JSONValue)]) {
-        let key = path.first!
-        if path.count == 1 {
-            if let i = members.firstIndex(where: { $0.0 == key }) { members[i].1 = value } else { members.append((key, value)) }
-            return
+    /// A builder is a value: a copy that is changed gets its own tree.
+    private static func copy(_ node: Node) -> Node {
+        let fresh = Node()
+        fresh.members = node.members.map { key, member in
+            if case .node(let child) = member { return (key, .node(copy(child))) }
+            return (key, member)
         }
-        var child: [(String, JSONValue)] = []
-        let index = members.firstIndex { $0.0 == key }
-        if let index, case .object(let existing) = members[index].1 { child = existing }
-        insert(path.dropFirst(), value, into: &child)
-        if let index { members[index].1 = .object(child) } else { members.append((key, .object(child))) }
+        return fresh
     }
 
-    public var value: JSONValue { .object(root) }
+    public var value: JSONValue { root.value }
+
+    /// `value.serialized`, written from the builder's own tree.
+    public var serialized: String {
+        var out: [UInt8] = []
+        out.reserveCapacity(2048)
+        root.write(to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
 }
 
 /// Hex and base64 text for hashes.

@@ -70,8 +70,14 @@ enum JA4 {
 
     /// `002f,0035,1301`: lowercase 4-digit hex, comma-separated.
     static func hexList(_ values: [UInt16]) -> String {
-        values.map { HashText.hex([UInt8(truncatingIfNeeded: $0 >> 8), UInt8(truncatingIfNeeded: $0)], uppercase: false) }
-            .joined(separator: ",")
+        let digits: StaticString = "0123456789abcdef"
+        var out: [UInt8] = []
+        out.reserveCapacity(values.count * 5)
+        for (i, value) in values.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            for shift in [12, 8, 4, 0] as [UInt16] { out.append(digits.utf8Start[Int(value >> shift & 0xF)]) }
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func truncatedHash(_ text: String) -> String {

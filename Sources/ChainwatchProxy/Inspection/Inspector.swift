@@ -3,6 +3,7 @@ import ChainwatchEventLoop
 import ChainwatchOpenSSL
 import Foundation
 import Logging
+import Synchronization
 
 /// The shared part of handshake inspection: policy, verdict cache, prober and alert writer. One per process;
 /// every loop's tunnels use it. Thread-safe: each member is.
@@ -15,6 +16,8 @@ public final class Inspector: Sendable {
     let evaluator = Evaluator()
     /// `observer.*` of every line.
     public let observer: Observer
+    /// One operator log line per run of like findings (every finding is in the alert log).
+    private let noticeThrottle = Mutex(RepeatThrottle())
     /// Intermediates seen in valid chains (and loaded at start), offered when a chain misses its own.
     public let intermediates: IntermediatePool
 
@@ -88,8 +91,13 @@ public final class Inspector: Sendable {
                                  evidence: evidence, action: deciding.action, allFindings: verdict.findings,
                                  observer: observer)
         alerts.submit(record.jsonLine)
+        // The operator log gets the first of a run per upstream, reason and action, and a count with the next.
+        let key = "\(deciding.action.rawValue) \(tunnel.connectHost):\(tunnel.port) \(deciding.reason.rawValue)"
+        let (admitted, suppressed) = noticeThrottle.withLock { $0.admit(key, now: nowMilliseconds) }
+        guard admitted else { return }
         var logger = logger
         logger[metadataKey: "tunnel.id"] = "\(tunnel.id)"
-        logger.notice("\(deciding.action.rawValue) \(tunnel.connectHost):\(tunnel.port) \(deciding.reason.rawValue): \(deciding.detail)")
+        let more = suppressed > 0 ? " (and \(suppressed) more like it since the last such line: see the alert log)" : ""
+        logger.notice("\(key): \(deciding.detail)\(more)")
     }
 }

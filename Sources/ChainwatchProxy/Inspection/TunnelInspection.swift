@@ -146,6 +146,7 @@ final class TunnelInspection {
             switch result {
             case .success(let probe):
                 probeClientHello = probe.parsedClientHello
+                probeJA4 = probe.ja4
                 if facts.protocolVersion == nil {   // the tunnel has no ServerHello yet: what the same offer got
                     facts.protocolVersion = probe.version
                     facts.cipher = NegotiatedCipher(probe.cipher)
@@ -204,6 +205,7 @@ final class TunnelInspection {
             switch result {
             case .success(let probe):
                 probeClientHello = probe.parsedClientHello
+                probeJA4 = probe.ja4
                 pendingEvidence = (key, probe, fresh)
                 weighEvidence(flightEnded: false)
             case .failure(let reason):
@@ -276,6 +278,7 @@ final class TunnelInspection {
 
     /// The probe's own ClientHello, for its JA4 in an alert line.
     private var probeClientHello: ClientHello?
+    private var probeJA4: String?
 
     private func finish(_ verdict: Verdict, evidence: Evidence?, rule: Rule) {
         guard !isFinished else { return }
@@ -283,7 +286,7 @@ final class TunnelInspection {
         stopHoldingClientBytes()   // the verdict releases or closes both sides
         if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
             facts.clientJA4 = watch.clientHello?.ja4
-            facts.probeJA4 = probeClientHello?.ja4
+            facts.probeJA4 = probeJA4
         }
         let now = loop.cachedMilliseconds
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)

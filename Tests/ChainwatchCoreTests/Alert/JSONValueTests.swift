@@ -1,0 +1,51 @@
+import Foundation
+import Testing
+@testable import ChainwatchCore
+
+@Suite struct JSONValueTests {
+    @Test func stringsEscapeWhatJSONAndJavaScriptNeed() {
+        let text = "a\"b\\c\nd\re\tf\u{0}g\u{1B}h\u{7F}i\u{2028}j\u{2029}k é 😀"
+        let out = JSONValue.string(text).serialized
+        #expect(out == #""a\"b\\c\nd\re\tf\u0000g\u001bh\u007fi\u2028j\u2029k é 😀""#)
+        // And it reads back as the same text.
+        let back = try? JSONSerialization.jsonObject(with: Data(("[" + out + "]").utf8)) as? [String]
+        #expect(back == [text])
+    }
+
+    @Test func builderNestsDottedKeysInInsertionOrderAndOverwrites() {
+        var b = JSONObjectBuilder()
+        b.set("event.kind", "alert")
+        b.set("tls.version", "1.3")
+        b.set("event.action", "block")
+        b.set("tls.version", "1.2")          // overwrites in place, keeps its position
+        b.set("skipped", nil as String?)
+        b.set("n", 7)
+        #expect(b.value.serialized == #"{"event":{"kind":"alert","action":"block"},"tls":{"version":"1.2"},"n":7}"#)
+        #expect(b.serialized == b.value.serialized)
+    }
+
+    @Test func aCopiedBuilderIsItsOwnValue() {
+        var a = JSONObjectBuilder()
+        a.set("x.y", "1")
+        var b = a
+        b.set("x.z", "2")
+        #expect(a.value.serialized == #"{"x":{"y":"1"}}"#)
+        #expect(b.value.serialized == #"{"x":{"y":"1","z":"2"}}"#)
+    }
+
+    @Test func writerSkipsNilsAndObjectsLeftEmpty() {
+        var w = JSONWriter()
+        w.field("a", "1")
+        w.object("empty") { $0.field("x", nil as String?) }
+        w.object("tls") { t in
+            t.object("client") { $0.field("server_name", nil as String?) }
+            t.field("version", "1.3")
+            t.object("server") { $0.object("hash") { $0.field("sha256", "AB") } }
+        }
+        w.object("last") { $0.field("n", 2) }
+        #expect(w.text == #"{"a":"1","tls":{"version":"1.3","server":{"hash":{"sha256":"AB"}}},"last":{"n":2}}"#)
+        var only = JSONWriter()
+        only.object("empty") { $0.field("x", nil as Int?) }
+        #expect(only.text == "{}")
+    }
+}
