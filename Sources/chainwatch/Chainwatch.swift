@@ -41,11 +41,13 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("public-roots"),
             help: ArgumentHelp("The public root set (a directory of .crt/.pem files or a PEM bundle), or 'none'.",
                                discussion: """
-                               Default: \(PublicRoots.debianDirectory) (Debian's ca-certificates). A system root \
-                               that is not in it was added to this machine's trust store; an unpinned host whose \
-                               chain validates only through such a root raises local_root (how a TLS-inspection \
-                               gateway's installed CA looks). Without the set (not found, or 'none'), system roots \
-                               are not told apart and local_root is never raised.
+                               Default: \(PublicRoots.debianDirectory) (Debian's ca-certificates). Every alert \
+                               line names the kind of anchor its chain validated through \
+                               (chainwatch.chain.anchor_kind): public (a root of this set: nothing raised), local (a \
+                               root of the OS trust store that is not in the set, added on this machine: an unpinned \
+                               host anchored only there raises local_root, how a TLS-inspection gateway's installed \
+                               CA looks), operator (--ca or a rule's own anchors: trusted quietly) or system (no set \
+                               to tell: not found, or 'none'; local_root is then never raised).
                                """))
     var publicRoots: String?
 

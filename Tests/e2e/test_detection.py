@@ -234,19 +234,20 @@ def test_known_bad_upstream_gets_403_at_once_under_block_only(proxy, pki):
         server.close()
 
 
-def test_a_client_chosen_server_name_does_not_deny_the_host_to_others(proxy, pki):
+@pytest.mark.parametrize("tls", ["1.2", "1.3"])
+def test_a_client_chosen_server_name_does_not_deny_the_host_to_others(proxy, pki, tls):
     """A ClientHello naming another server than the CONNECT host is judged for that name (here the defaults, whose
     anchors do not know the test root: untrusted_chain) and only its own tunnel is blocked. The CONNECT host is not
     marked bad for every client: the next ordinary client gets the page, judged on its own."""
-    server = serve(pki, "genuine", "1.2")
+    server = serve(pki, "genuine", tls)
     try:
-        subprocess.run(["curl", "-sk", "--max-time", "10", "--tls-max", "1.2", "-x", proxy.url,
+        subprocess.run(["curl", "-sk", "--max-time", "10", "--tls-max", tls, "-x", proxy.url,
                         "--connect-to", f"other.test:{server.port}:genuine.test:{server.port}",
                         f"https://other.test:{server.port}/"], capture_output=True, timeout=20)
         lines = alert_lines(proxy, server.port)
         assert lines and lines[0]["tls"]["client"]["server_name"] == "other.test", lines
         assert lines[0]["destination"]["domain"] == "genuine.test" and lines[0]["event"]["action"] == proxy.action
-        ordinary = curl(proxy, "genuine.test", server.port, "1.2")
+        ordinary = curl(proxy, "genuine.test", server.port, tls)
         assert ordinary.returncode == 0 and PAGE in ordinary.stdout, (ordinary, alert_lines(proxy, server.port, wait=False))
         assert len(alert_lines(proxy, server.port, wait=False)) == 1, "the ordinary tunnel is clean"
     finally:
