@@ -24,3 +24,12 @@ import Testing
         #expect(!Self.finding(.untrustedChain).marksUpstreamBad(serverName: "a.test", connectHost: "192.0.2.7"))
     }
 }
+
+@Test func noVerdictInTimeFollowsOnProbeErrorAndMarksNothing() {
+    let blocking = Rule(name: "b", action: .block)
+    let v = Evaluator.verdict(for: .noVerdict("no chain within 5 s"), rule: blocking)
+    #expect(v.action == .block && v.deciding?.reason == .handshakeTimeout)
+    #expect(v.deciding?.marksUpstreamBad(serverName: "a.test", connectHost: "a.test") == false)
+    let lenient = Rule(name: "l", action: .block, onProbeError: .allow)
+    #expect(Evaluator.verdict(for: .noVerdict("x"), rule: lenient).findings.isEmpty)
+}

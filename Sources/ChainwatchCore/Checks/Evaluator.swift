@@ -61,6 +61,7 @@ public struct Evaluator: Sendable {
         case .probeFailed(let d): reason = .probeFailed; detail = d; action = rule.consequence(of: .probeFailed)
         case .evidenceMismatch(let d): reason = .evidenceMismatch; detail = d; action = rule.consequence(of: .evidenceMismatch)
         case .plainHTTP(let d): reason = .httpsOnly; detail = d; action = rule.httpsOnly ? rule.action : nil
+        case .noVerdict(let d): reason = .handshakeTimeout; detail = d; action = rule.consequence(of: .handshakeTimeout)
         }
         guard let action else { return Verdict(rule: rule.identity, findings: []) }
         return Verdict(rule: rule.identity, findings: [Finding(reason: reason, level: nil, detail: detail, check: "tunnel", action: action)])
@@ -77,6 +78,8 @@ public enum TunnelEvent: Sendable, Hashable {
     case evidenceMismatch(String)
     /// A plain HTTP request to the host (detail: the request line).
     case plainHTTP(String)
+    /// Server bytes held for a verdict whose evidence did not come in time (detail: what was missing).
+    case noVerdict(String)
 }
 
 extension Finding {
@@ -89,7 +92,7 @@ extension Finding {
     public func marksUpstreamBad(serverName: String?, connectHost: String) -> Bool {
         if let serverName, HostName.normalize(serverName) != HostName.normalize(connectHost) { return false }
         switch reason {
-        case .notTLS, .sniMismatch, .evidenceMismatch, .probeFailed: return false
+        case .notTLS, .sniMismatch, .evidenceMismatch, .probeFailed, .handshakeTimeout: return false
         default: return true
         }
     }

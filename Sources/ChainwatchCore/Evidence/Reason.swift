@@ -36,6 +36,9 @@ public enum Reason: String, Sendable, Hashable, CaseIterable, Codable {
     /// The chain validates only through a root added to this machine's OS trust store, not a public root and not an
     /// anchor the operator named: how a TLS-inspection gateway's installed CA looks.
     case localRoot = "local_root"
+    /// Under a rule that holds the server's bytes, the server's handshake did not show its chain within
+    /// `--probe-timeout` (a server dripping its flight a byte at a time): no verdict, which `on_probe_error` decides.
+    case handshakeTimeout = "handshake_timeout"
     /// The server stapled an OCSP response, signed by the leaf's issuer, that says the leaf is revoked.
     case revoked = "revoked"
     /// A server handshake message (its Certificate) is larger than chainwatch reads: the chain cannot be judged.

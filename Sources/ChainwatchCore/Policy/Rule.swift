@@ -99,7 +99,7 @@ public struct Rule: Sendable, Hashable {
         case .localRoot: return localRoot.action
         case .sniMismatch: return sniMismatch.action
         case .notTLS: return nonTLS.action
-        case .probeFailed: return onProbeError.action
+        case .probeFailed, .handshakeTimeout: return onProbeError.action
         default: return action
         }
     }

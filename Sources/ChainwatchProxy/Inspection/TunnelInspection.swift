@@ -99,6 +99,7 @@ final class TunnelInspection {
 
     func serverBytes(_ chunk: UnsafeRawBufferPointer) {
         guard !isFinished else { return }
+        if !sawServerBytes, holds { startVerdictDeadline() }
         sawServerBytes = true
         let need = watch.server(chunk)
         if let hello = watch.serverHello, facts.protocolVersion == nil {
@@ -115,9 +116,27 @@ final class TunnelInspection {
     /// The tunnel closed before a verdict and no probe is pending: nothing more will come.
     func abandon() {
         tunnelEnded = true   // no more of the flight will come, now or after a re-probe
+        verdictDeadline?.cancel()
         if pendingEvidence != nil { weighEvidence(flightEnded: true) }
         guard !isFinished, !probing else { return }
         isFinished = true
+    }
+
+    /// Under a hold, from the server's first byte: how long its handshake may take to show the evidence. Each byte
+    /// resets the idle timer, so without this a server dripping its Certificate a byte every few seconds would hold
+    /// the tunnel (and its buffers) for ever. A probe has deadlines of its own.
+    private var verdictDeadline: Timer?
+
+    private func startVerdictDeadline() {
+        let timer = Timer(loop: loop) { [weak self] in
+            guard let self, !isFinished, !probing else { return }
+            let rule = self.rule
+            let seconds = Double(inspector.prober.timeoutMilliseconds) / 1000
+            finish(Evaluator.verdict(for: .noVerdict("the server's handshake did not show its chain within \(seconds) s"), rule: rule),
+                   evidence: nil, rule: rule)
+        }
+        timer.schedule(milliseconds: inspector.prober.timeoutMilliseconds)
+        verdictDeadline = timer
     }
 
     private var probing = false
@@ -284,6 +303,8 @@ final class TunnelInspection {
         guard !isFinished else { return }
         isFinished = true
         stopHoldingClientBytes()   // the verdict releases or closes both sides
+        verdictDeadline?.cancel()
+        verdictDeadline = nil
         if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
             facts.clientJA4 = watch.clientHello?.ja4
             facts.probeJA4 = probeJA4

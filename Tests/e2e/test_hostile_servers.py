@@ -1,0 +1,48 @@
+"""Servers that try to hold a blocking tunnel open: each byte resets the idle timer, so only a deadline on the
+verdict itself ends them. Under block, a server whose handshake does not show its chain within --probe-timeout of
+its first byte gets handshake_timeout (on_probe_error decides: block for a blocking rule), the client no server
+byte, and the upstream no known-bad mark (a slow path is not a forged chain)."""
+import subprocess
+import time
+
+from helpers import TCPServer, wait_alert_lines
+from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
+
+
+def record(content_type, payload):
+    return bytes([content_type, 3, 3]) + len(payload).to_bytes(2, "big") + payload
+
+
+def handshake(kind, body):
+    return bytes([kind]) + len(body).to_bytes(3, "big") + body
+
+
+def dripping_certificate(conn):
+    """A TLS 1.2 ServerHello, then a Certificate record announcing 10 004 bytes, sent one byte every 0.3 s."""
+    conn.recv(65536)   # the ClientHello
+    hello = handshake(2, b"\x03\x03" + b"\x42" * 32 + b"\x00" + b"\xc0\x2b\x00" + b"\x00\x00")
+    conn.sendall(record(22, hello) + b"\x16\x03\x03" + (10004).to_bytes(2, "big") + b"\x0b" + (10000).to_bytes(3, "big"))
+    for _ in range(60):
+        time.sleep(0.3)
+        conn.sendall(b"\x00")
+
+
+def test_a_server_dripping_its_certificate_is_cut_at_the_verdict_deadline(start_proxy, tmp_path, closing):
+    server = closing(TCPServer(dripping_certificate))
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 drip.test\n")
+    policy = tmp_path / "block.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\nrules: []\n")
+    proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "2", "--idle-timeout", "60")
+    started = time.monotonic()
+    r = subprocess.run(["curl", "-sk", "--tls-max", "1.2", "--max-time", "15", "-x", proxy.url,
+                        f"https://drip.test:{server.port}/"], capture_output=True, timeout=20)
+    elapsed = time.monotonic() - started
+    assert r.returncode != 0 and r.stdout == b""
+    assert elapsed < 6, f"the tunnel was held {elapsed:.1f} s"
+    lines = wait_alert_lines(proxy.alert_log, server.port, 1, timeout=3)
+    assert [(l["event"]["reason"], l["event"]["action"]) for l in lines] == [("handshake_timeout", "block")]
+    # Not marked: the next CONNECT is answered 200 (and judged again), not 403.
+    r = subprocess.run(["curl", "-sk", "--tls-max", "1.2", "--max-time", "15", "-x", proxy.url, "-o", "/dev/null",
+                        "-w", "%{http_connect}", f"https://drip.test:{server.port}/"], capture_output=True, timeout=20)
+    assert r.stdout == b"200"
