@@ -58,7 +58,7 @@ struct Run: ParsableCommand {
     @Option(help: "A hosts(5) file consulted before DNS (with /etc/hosts).")
     var hosts: String?
 
-    @Option(name: .customLong("probe-timeout"), help: "Seconds for a probe handshake (TLS 1.3, resumed sessions) before probe_failed; also how long a TLS 1.3 tunnel's encrypted server flight may take to reach the probe's size before it counts as short (evidence_mismatch).")
+    @Option(name: .customLong("probe-timeout"), help: "Seconds for a probe handshake (TLS 1.3, resumed sessions) before probe_failed; also how long a TLS 1.3 tunnel's encrypted server flight may take to reach the probe's size before it counts as short (evidence_mismatch), and how long a server whose bytes are held may take from its first byte to show its chain (handshake_timeout).")
     var probeTimeout = 5.0
 
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
