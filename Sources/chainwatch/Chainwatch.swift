@@ -96,6 +96,10 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
+        // Until the control loop watches them (after the policy, the trust stores and the listeners are up), a reload
+        // or reopen signal has nothing to do, and its default action would kill the process: it is ignored.
+        signal(SIGHUP, SIG_IGN)
+        signal(SIGUSR1, SIG_IGN)
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { label in
             var handler = EscapingLogHandler(StreamLogHandler.standardError(label: label))

@@ -163,3 +163,14 @@ private func scanMatch(_ policy: Policy, host: String, port: UInt16) -> (name: S
     p.defaults.httpsOnly = true
     #expect(p.defaults.identityCache.value != nil && p.defaults.identity != Rule.builtInDefault.identity)
 }
+
+/// A policy with very many rules builds without deep recursion (its rules' observer used to call itself once per
+/// rule: 200 000 rules overflowed the stack) and matches by lookup.
+@Test func aPolicyWithManyRulesBuildsAndMatches() throws {
+    let rules = try (0..<60_000).map { i in Rule(name: "r\(i)", patterns: [try HostPattern(parsing: "h\(i).example.com")]) }
+    var policy = Policy(rules: rules)
+    #expect(policy.rule(for: "h59999.example.com", port: 443).name == "r59999")
+    policy.rules.append(Rule(name: "late", patterns: [try HostPattern(parsing: "late.example.com")]))
+    #expect(policy.rule(for: "late.example.com", port: 443).name == "late")
+    #expect(policy.rules.allSatisfy { $0.identityCache.value != nil })
+}

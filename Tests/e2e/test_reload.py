@@ -1,13 +1,16 @@
 """Live policy reload: SIGHUP and --watch, a bad file kept out, tunnels under load untouched."""
 import os
+import pathlib
 import signal
+import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import Proxy
-from helpers import TCPServer, connect_via, echo_handler, recv_exactly
+from conftest import BIN, Proxy
+from helpers import TCPServer, connect_via, echo_handler, free_port, recv_exactly, wait_for_port
 from test_detection import alert_lines, curl, pki, serve, write_policy  # noqa: F401 - pki is a fixture
 
 
@@ -99,3 +102,38 @@ def test_reload_under_load_drops_and_corrupts_nothing(reloadable):
     assert not errors, errors[:5]
     # Signals that arrive during a reload coalesce into one; most of the ten must have been applied.
     assert p.output().count("reloaded (generation") >= 5
+
+
+def test_reload_and_reopen_signals_during_startup_do_not_kill_it(tmp_path):
+    """SIGHUP and SIGUSR1 sent from the moment the process ignores them (its first act) until it listens: both have
+    nothing to do yet, and the default action of either would kill it."""
+    port = free_port()
+    proc = subprocess.Popen([BIN, "run", "--listen", f"127.0.0.1:{port}", "--alert-log", str(tmp_path / "a.jsonl")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        ignored = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            status = pathlib.Path(f"/proc/{proc.pid}/status").read_text()
+            ignored = int(next(l for l in status.splitlines() if l.startswith("SigIgn:")).split()[1], 16)
+            if ignored & (1 << 0) and ignored & (1 << 9):
+                break
+            time.sleep(0.001)
+        assert ignored & 1 and ignored & (1 << 9), "SIGHUP and SIGUSR1 were never ignored"
+        sent = 0
+        while time.monotonic() < deadline and proc.poll() is None:
+            proc.send_signal(signal.SIGHUP)
+            proc.send_signal(signal.SIGUSR1)
+            sent += 1
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.002)
+        assert proc.poll() is None, f"exited with {proc.returncode} after {sent} signal pairs"
+        wait_for_port("127.0.0.1", port, proc=proc)
+        proc.send_signal(signal.SIGHUP)   # and once running, a reload is still a reload
+        time.sleep(0.2)
+        assert proc.poll() is None
+    finally:
+        proc.terminate()
+        proc.wait(10)

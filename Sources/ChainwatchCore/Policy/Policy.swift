@@ -5,19 +5,25 @@ public struct Policy: Sendable, Hashable {
     /// Applied to every host that no rule matches.
     public var defaults: Rule { didSet { defaults = defaults.withIdentityCached() } }
     /// In file order; precedence is by specificity, not order (see `rule(for:port:)`).
-    public var rules: [Rule] { didSet { prepareRules() } }
+    /// The work is done in the observer's own body: an assignment there does not call the observer again, while one
+    /// made by a method it calls does, once per rule (a 200 000-rule policy overflowed the stack that way).
+    public var rules: [Rule] {
+        didSet {
+            rules = Self.withIdentities(rules)
+            index = MatchIndex(rules)
+        }
+    }
     /// Derived from `rules`; never part of equality or hashing.
     private var index = MatchIndex()
 
     public init(defaults: Rule = .builtInDefault, rules: [Rule] = []) {
         self.defaults = defaults.withIdentityCached()
-        self.rules = rules
-        prepareRules()
+        self.rules = Self.withIdentities(rules)
+        index = MatchIndex(self.rules)
     }
 
-    private mutating func prepareRules() {
-        for i in rules.indices where rules[i].identityCache.value == nil { rules[i] = rules[i].withIdentityCached() }
-        index = MatchIndex(rules)
+    private static func withIdentities(_ rules: [Rule]) -> [Rule] {
+        rules.map { $0.identityCache.value == nil ? $0.withIdentityCached() : $0 }
     }
 
     /// The policy chainwatch runs with when given no file: system trust, alert.
