@@ -38,10 +38,17 @@ public final class AlertWriter: @unchecked Sendable {
 
     private static func open(_ path: String) throws -> Int32 {
         if path == "-" { return dup(STDOUT_FILENO) }
-        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+        // Not through a symbolic link (at start or at a SIGUSR1 reopen): whoever can plant one in the log's directory
+        // would choose which file the proxy appends to.
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o640)
         guard fd >= 0 else {
-            throw AlertLogError(path: path, message: String(cString: strerror(errno)))
+            let code = errno
+            throw AlertLogError(path: path, message: code == ELOOP ? "it is a symbolic link (refused: give the file itself)"
+                                                                   : String(cString: strerror(code)))
         }
+        // A file that others may write could hold forged lines: group and other lose write.
+        var info = stat()
+        if fstat(fd, &info) == 0, info.st_mode & 0o022 != 0 { _ = fchmod(fd, info.st_mode & 0o7755) }
         return fd
     }
 

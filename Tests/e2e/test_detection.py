@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, Proxy
+from conftest import BIN, ROOT, Proxy
 from helpers import PKI, HTTPServer, OpenSSLServer, ecs_problems
 
 PKI_SCRIPT = ROOT / "Tests/pki/make-pki.sh"
@@ -438,5 +438,23 @@ def test_evidence_source_is_probe_then_cache_then_passive_for_a_new_chain(tmp_pa
         finally:
             other.close()
         assert sources == ["probe", "cache", "passive"]
+    finally:
+        p.stop()
+
+
+def test_alert_log_is_not_opened_through_a_symlink_and_is_not_left_writable_by_others(tmp_path):
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_text("")
+    link = tmp_path / "alerts.jsonl"
+    link.symlink_to(target)
+    r = subprocess.run([BIN, "run", "--listen", "127.0.0.1:1", "--alert-log", str(link)], capture_output=True, text=True,
+                       timeout=15)
+    assert r.returncode == 1 and "symbolic link" in r.stderr, r.stderr
+    loose = tmp_path / "loose.jsonl"
+    loose.write_text("")
+    os.chmod(loose, 0o666)
+    p = Proxy(["--alert-log", str(loose)], tmp_path)
+    try:
+        assert oct(loose.stat().st_mode & 0o777) == oct(0o644)
     finally:
         p.stop()
