@@ -203,6 +203,8 @@ def test_half_close_passes_eof_and_keeps_the_other_direction(proxy):
     (b"NONSENSE\r\n\r\n", 400, b"METHOD TARGET VERSION"),
     (b"CONNECT nohostport HTTP/1.1\r\n\r\n", 400, b"host:port"),
     (b"CONNECT [::1 HTTP/1.1\r\n\r\n", 400, b"host:port"),
+    (b"CONNECT 0177.0.0.1:443 HTTP/1.1\r\n\r\n", 400, b"host:port"),      # 127.0.0.1 to inet_aton, 177.0.0.1 to others
+    (b"GET http://2130706433/ HTTP/1.1\r\n\r\n", 400, b"bad host"),        # 127.0.0.1 to curl and browsers
     (b"GET /relative HTTP/1.1\r\nHost: x\r\n\r\n", 400, b"absolute"),
     (b"\x16\x03\x01\x00\x05hello", 400, b"method"),
     (b"TRACE http://127.0.0.1/ HTTP/1.1\r\n\r\n", 405, b"TRACE"),

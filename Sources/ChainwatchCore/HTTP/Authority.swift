@@ -36,7 +36,18 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         }
         var name = host.lowercased()
         if name.hasSuffix("."), name.count > 1 { name.removeLast() }
+        // A name whose last label is a number is an IPv4 address to browsers and curl (WHATWG URL "ends in a
+        // number"), and `inet_aton` reads 0177.0.0.1 as 127.0.0.1, 2130706433 and 127.1 likewise, while a strict
+        // parser reads other addresses or none: only the dotted quad is unambiguous, so only it is taken.
+        if Self.endsInANumber(name), HostName.ipAddressBytes(name)?.count != 4 { return nil }
         return Authority(host: name, port: port)
+    }
+
+    /// Whether the last label of `name` is all digits or a `0x` hex number.
+    static func endsInANumber(_ name: String) -> Bool {
+        guard let last = name.split(separator: ".", omittingEmptySubsequences: false).last, !last.isEmpty else { return false }
+        if last.allSatisfy(\.isASCIIDigit) { return true }
+        return last.hasPrefix("0x") && last.dropFirst(2).allSatisfy(\.isHexDigit)
     }
 
     static func isHostByte(_ c: UInt8) -> Bool {

@@ -170,3 +170,16 @@ import Testing
         #expect(CIDR("::ffff:1.2.3.4")!.description == "::ffff:102:304/128")
     }
 }
+
+/// Numeric hosts other than the dotted quad mean different addresses to different parsers (0177.0.0.1 is 127.0.0.1 to
+/// inet_aton and curl, 177.0.0.1 to a decimal reader): refused, so a policy or a destination rule cannot be dodged.
+@Test(arguments: ["0177.0.0.1:443", "2130706433:443", "127.1:443", "0x7f.0.0.1:443", "127.0.0.01:443", "1.2.3.4.5:443",
+                  "a.0x10:443"])
+func ambiguousNumericHostsAreRefused(target: String) {
+    #expect(Authority.parse(target) == nil)
+}
+
+@Test(arguments: ["127.0.0.1:443", "example.com:443", "1e100.net:443", "host-1.example:8443", "[::1]:443", "a.123b:443"])
+func ordinaryHostsStillParse(target: String) {
+    #expect(Authority.parse(target) != nil)
+}
