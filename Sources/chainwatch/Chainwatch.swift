@@ -61,6 +61,10 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("probe-timeout"), help: "Seconds for a probe handshake (TLS 1.3, resumed sessions) before probe_failed; also how long a TLS 1.3 tunnel's encrypted server flight may take to reach the probe's size before it counts as short (evidence_mismatch), and how long a server whose bytes are held may take from its first byte to show its chain (handshake_timeout).")
     var probeTimeout = 5.0
 
+    @Option(name: .customLong("max-probes"),
+            help: "Probe handshakes in flight at once, process-wide; more wait in line, and one not started within --probe-timeout fails (probe_failed).")
+    var maxProbes = 256
+
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
     var allowClient: [String] = []
 
@@ -93,6 +97,7 @@ struct Run: ParsableCommand {
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         for c in allowClient where CIDR(c) == nil { throw ValidationError("--allow-client: \(c) is not a CIDR network") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+        guard maxProbes >= 1 else { throw ValidationError("--max-probes must be at least 1") }
     }
 
     func run() throws {
@@ -130,7 +135,7 @@ struct Run: ParsableCommand {
             let cache = VerdictCache()
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
-            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000))
+            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: maxProbes)
             var known: [Certificate] = []
             if let intermediates {
                 guard let pem = FileManager.default.contents(atPath: intermediates) else {

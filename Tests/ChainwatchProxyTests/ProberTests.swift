@@ -169,6 +169,46 @@ struct ProberTests {
         #expect(prober.counters.failed == 1)
     }
 
+    /// Past `maxInFlight` handshakes a new key waits for a slot: it starts when one frees and gets its chain.
+    @Test func keysPastTheCapWaitForASlot() throws {
+        let server = try OpenSSLServer(genuine: ["-tls1_3"])
+        defer { server.stop() }
+        let listener = try SilentListener()
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober(timeoutMilliseconds: 800, maxInFlight: 1)
+        let answers = Answers()
+        prober.probe(key(port: listener.port), from: loop, into: answers)    // holds the one slot until it times out
+        Thread.sleep(forTimeInterval: 0.1)
+        prober.probe(key(port: server.port), from: loop, into: answers)      // waits in line
+        Thread.sleep(forTimeInterval: 0.1)
+        #expect(prober.sizes.inFlight == 1 && prober.sizes.queued == 1)
+        let got = try #require(answers.wait(for: 2))
+        #expect(got[0].result == .failure("timed out after 800 ms"))
+        #expect(got[1].result.chain != nil, "\(got[1].result)")
+        #expect(got[1].seconds >= 0.6)   // it started only when the slot freed
+        #expect(prober.queuedTotal == 1 && prober.sizes.inFlight == 0 && prober.sizes.queued == 0)
+    }
+
+    /// A key that waited longer than the timeout for a slot fails (under block: fails closed) instead of waiting on.
+    @Test func aKeyThatWaitedTooLongFailsWithTheReason() throws {
+        let first = try SilentListener(), second = try SilentListener()
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let clock = ManualClock()
+        let prober = Prober(timeoutMilliseconds: 500, maxInFlight: 1, clock: clock.read)
+        let answers = Answers()
+        prober.probe(key(port: first.port), from: loop, into: answers)
+        Thread.sleep(forTimeInterval: 0.1)
+        prober.probe(key(port: second.port), from: loop, into: answers)
+        Thread.sleep(forTimeInterval: 0.1)
+        clock.advance(1_000)   // the second has waited past the timeout when the first's slot frees
+        let got = try #require(answers.wait(for: 2))
+        #expect(got.map(\.result) == [.failure("timed out after 500 ms"),
+                                       .failure("probe capacity: 1 handshakes in flight, none free within 500 ms")])
+        #expect(prober.counters.started == 1 && prober.sizes.inFlight == 0)
+    }
+
     @Test func handshakeFailureNamesTheOpenSSLError() throws {
         let server = try OpenSSLServer(genuine: ["-tls1_3"])   // refuses a client capped at TLS 1.2
         defer { server.stop() }

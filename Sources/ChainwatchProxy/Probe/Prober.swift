@@ -6,6 +6,11 @@ import Synchronization
 /// Gets a server's certificate chain with chainwatch's own handshake, for tunnels whose chain is not visible
 /// (TLS 1.3, resumed sessions). One per process, shared by every loop.
 ///
+/// Process-wide, at most `maxInFlight` handshakes run at once (each holds a socket and a TLS client): 2 000 tunnels
+/// with distinct offers opened 2 000 probes, and at a low descriptor limit the EMFILE failures became blocks. Past
+/// the cap a new key waits in line, and one that has not started within `timeoutMilliseconds` fails (`probe
+/// capacity`), so a flood delays nobody for ever: under block it fails closed, and cached keys are answered as always.
+///
 /// Per `ProbeKey`: at most one handshake in flight process-wide (later callers, on any loop, wait for it and get
 /// the same result), then the result is cached (successes for `successTTL`, failures for a short `failureTTL`, so
 /// a flapping upstream is not hammered but recovers). The cache is bounded: past `maxEntries` the expired and
@@ -24,6 +29,8 @@ public final class Prober: Sendable {
     public let failureTTLMilliseconds: Int64
     /// The most results kept.
     public let maxEntries: Int
+    /// The most handshakes in flight at once.
+    public let maxInFlight: Int
 
     private let table = Mutex(Table())
     private let now: @Sendable () -> Int64
@@ -32,10 +39,13 @@ public final class Prober: Sendable {
     private let attached = Atomic<Int>(0)
     private let succeeded = Atomic<Int>(0)
     private let failed = Atomic<Int>(0)
+    private let queued = Atomic<Int>(0)
 
     /// - Parameter clock: milliseconds on a monotonic clock (tests pass their own).
     public init(timeoutMilliseconds: Int = 5000, successTTLMilliseconds: Int64 = 300_000, failureTTLMilliseconds: Int64 = 5000,
-                maxEntries: Int = 10_000, clock: @escaping @Sendable () -> Int64 = MonotonicClock.milliseconds) {
+                maxEntries: Int = 10_000, maxInFlight: Int = 256,
+                clock: @escaping @Sendable () -> Int64 = MonotonicClock.milliseconds) {
+        self.maxInFlight = max(1, maxInFlight)
         self.timeoutMilliseconds = max(1, timeoutMilliseconds)
         self.successTTLMilliseconds = successTTLMilliseconds
         self.failureTTLMilliseconds = failureTTLMilliseconds
@@ -60,6 +70,11 @@ public final class Prober: Sendable {
                 return .wait
             }
             table.waiters[key] = [waiter]
+            guard table.inFlight < maxInFlight else {
+                table.pending.append(Pending(key: key, loop: loop, since: time))
+                return .queued
+            }
+            table.inFlight += 1
             return .start
         }
         switch step {
@@ -68,6 +83,8 @@ public final class Prober: Sendable {
             loop.execute { waiter.completion(result) }
         case .wait:
             attached.add(1, ordering: .relaxed)
+        case .queued:
+            queued.add(1, ordering: .relaxed)
         case .start:
             started.add(1, ordering: .relaxed)
             loop.execute { [self] in startHandshake(key, on: loop) }
@@ -120,10 +137,14 @@ public final class Prober: Sendable {
                  failed: failed.load(ordering: .relaxed))
     }
 
-    /// Results held (expired ones included until evicted or looked up) and handshakes in flight.
-    public var sizes: (cached: Int, inFlight: Int) {
-        table.withLock { ($0.results.count, $0.waiters.count) }
+    /// Results held (expired ones included until evicted or looked up), handshakes running, and keys waiting for
+    /// a slot.
+    public var sizes: (cached: Int, inFlight: Int, queued: Int) {
+        table.withLock { ($0.results.count, $0.inFlight, $0.pending.count - $0.pendingHead) }
     }
+
+    /// Probes that waited for a slot (the cap was reached).
+    public var queuedTotal: Int { queued.load(ordering: .relaxed) }
 
     // MARK: - On the starting loop
 
@@ -135,10 +156,31 @@ public final class Prober: Sendable {
         handshake.start(on: loop)   // kept alive by its connection until it reports
     }
 
-    /// Caches the result, then answers every waiter: directly on this loop, through `execute` on the others.
+    /// Caches the result, answers every waiter (directly on this loop, through `execute` on the others), and gives
+    /// the freed slot to the next key in line; keys that waited longer than the timeout fail instead.
     private func finish(_ key: ProbeKey, _ result: ProbeResult, on loop: EventLoop) {
-        if case .success = result { succeeded.add(1, ordering: .relaxed) } else { failed.add(1, ordering: .relaxed) }
         let time = now()
+        let (next, expired) = table.withLock { [timeoutMilliseconds] table -> (Pending?, [Pending]) in
+            table.inFlight -= 1
+            var expired: [Pending] = []
+            while let first = table.popPending() {
+                if time - first.since > Int64(timeoutMilliseconds) { expired.append(first); continue }
+                table.inFlight += 1
+                return (first, expired)
+            }
+            return (nil, expired)
+        }
+        answer(key, result, on: loop, at: time)
+        for item in expired {
+            answer(item.key, .failure("probe capacity: \(maxInFlight) handshakes in flight, none free within \(timeoutMilliseconds) ms"),
+                   on: item.loop, at: time)
+        }
+        if let next { next.loop.execute { [self] in startHandshake(next.key, on: next.loop) } }
+    }
+
+    /// Caches `result` for `key` and answers its waiters.
+    private func answer(_ key: ProbeKey, _ result: ProbeResult, on loop: EventLoop, at time: Int64) {
+        if case .success = result { succeeded.add(1, ordering: .relaxed) } else { failed.add(1, ordering: .relaxed) }
         let ttl: Int64
         if case .success = result { ttl = successTTLMilliseconds } else { ttl = failureTTLMilliseconds }
         let waiters = table.withLock { [maxEntries] table in
@@ -157,7 +199,14 @@ public final class Prober: Sendable {
 }
 
 extension Prober {
-    private enum Step { case answer(ProbeResult), wait, start }
+    private enum Step { case answer(ProbeResult), wait, start, queued }
+
+    /// A key waiting for a handshake slot, with the loop of the caller that asked first.
+    private struct Pending: @unchecked Sendable {   // `loop` is only used through its thread-safe `execute`
+        let key: ProbeKey
+        let loop: EventLoop
+        let since: Int64
+    }
 
     /// A caller waiting for a result. Its completion is not Sendable: it is only ever called on `loop`'s thread
     /// (through `loop.execute` from other threads), the thread that asked, hence the unchecked Sendable.
@@ -175,8 +224,25 @@ extension Prober {
 
     private struct Table {
         var results: [ProbeKey: Cached] = [:]
-        /// Handshakes in flight, by key, with everyone waiting for them (the starter first). Never evicted.
+        /// Handshakes in flight or waiting for a slot, by key, with everyone waiting for them (the starter first).
+        /// Never evicted.
         var waiters: [ProbeKey: [Waiter]] = [:]
+        /// Handshakes running.
+        var inFlight = 0
+        /// Keys waiting for a slot, oldest first (`pendingHead` is the first not yet taken).
+        var pending: [Pending] = []
+        var pendingHead = 0
+
+        mutating func popPending() -> Pending? {
+            guard pendingHead < pending.count else { return nil }
+            let first = pending[pendingHead]
+            pendingHead += 1
+            if pendingHead > 64, pendingHead * 2 > pending.count {   // compact now and then: amortized O(1)
+                pending.removeFirst(pendingHead)
+                pendingHead = 0
+            }
+            return first
+        }
         private var nextSequence: UInt64 = 0
 
         mutating func store(_ result: ProbeResult, for key: ProbeKey, now: Int64, expires: Int64, maxEntries: Int) {
