@@ -68,7 +68,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
     var allowClient: [String] = []
 
-    @Option(name: .customLong("allow-port"), help: "A port CONNECT may reach (repeatable; default: any).")
+    @Option(name: .customLong("allow-port"), help: "A port CONNECT and plain HTTP may reach (repeatable; default: any).")
     var allowPort: [UInt16] = []
 
     @Option(name: .customLong("max-connections"), help: "Most client connections open at once; more get 503.")

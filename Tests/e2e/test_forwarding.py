@@ -379,6 +379,8 @@ def test_allow_port_refuses_other_ports(start_proxy, echo_server):
     p = start_proxy("--allow-port", "443")
     got, _, body = raw_request(p.port, f"CONNECT 127.0.0.1:{echo_server.port} HTTP/1.1\r\n\r\n".encode())
     assert got == 403 and b"--allow-port" in body
+    got, _, body = raw_request(p.port, f"GET http://127.0.0.1:{echo_server.port}/ HTTP/1.1\r\n\r\n".encode())
+    assert got == 403 and b"--allow-port" in body   # plain HTTP reaches no other port either
 
 
 def test_non_loopback_listen_requires_allow_client(tmp_path):

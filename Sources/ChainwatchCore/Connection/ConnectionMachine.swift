@@ -190,6 +190,11 @@ public struct ConnectionMachine: Sendable {
             }
             target = authority
         case .forward(let authority, let rewritten):
+            // Plain HTTP reaches the same upstreams a tunnel would: the same ports.
+            if !limits.allowedPorts.isEmpty && !limits.allowedPorts.contains(authority.port) {
+                refuse(403, "plain HTTP to port \(authority.port) is not allowed by --allow-port", &out)
+                return
+            }
             target = authority
             exchange = ExchangeMachine(request: rewritten, originalHead: head, limits: limits)
         }

@@ -92,6 +92,16 @@ import Testing
         #expect(out.contains(.refused(status: 403, reason: "CONNECT to port 443 is not allowed by --allow-port")))
     }
 
+    @Test func plainHTTPToAPortNotAllowedAnswers403() {
+        var limits = ConnectionLimits()
+        limits.allowedPorts = [8443]
+        var m = ConnectionMachine(limits: limits)
+        _ = m.handle(.started)
+        let out = m.handle(.peeked(.client, Array("GET http://example.com:6379/ HTTP/1.1\r\nHost: example.com:6379\r\n\r\n".utf8)))
+        #expect(out.contains(.refused(status: 403, reason: "plain HTTP to port 6379 is not allowed by --allow-port")))
+        #expect(!out.contains { if case .resolve = $0 { true } else { false } })
+    }
+
     @Test func vettingRefusalAnswersWithItsStatus() {
         var m = ConnectionMachine(limits: ConnectionLimits())
         _ = m.handle(.started)
