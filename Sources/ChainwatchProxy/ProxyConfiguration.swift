@@ -8,8 +8,12 @@ public struct ProxyConfiguration: Sendable {
     public var hostsFile: String?
     /// Networks whose clients may connect; empty: loopback only.
     public var allowedClients: [CIDR]
-    /// Ports CONNECT may reach; empty: any.
+    /// Ports CONNECT and plain HTTP may reach; empty: any.
     public var allowedPorts: Set<UInt16>
+    /// Networks refused beyond `DestinationPolicy`'s defaults (`--deny-destination`).
+    public var deniedDestinations: [CIDR] = []
+    /// Networks exempted from those defaults (`--allow-destination`).
+    public var allowedDestinations: [CIDR] = []
     public var maxConnections: Int
     public var requestTimeoutMilliseconds = 10_000
     public var connectTimeoutMilliseconds = 10_000
@@ -36,6 +40,12 @@ public struct ProxyConfiguration: Sendable {
         limits.spliceBulk = spliceBulk
         limits.allowedPorts = allowedPorts
         return limits
+    }
+
+    /// Which resolved addresses requests may reach (built once per worker).
+    public var destinationPolicy: DestinationPolicy {
+        DestinationPolicy(listenAddress: listen.addressBytes, listenPort: listen.port, deny: deniedDestinations,
+                          allow: allowedDestinations)
     }
 
     /// Parsed once, not per accepted connection.

@@ -143,8 +143,15 @@ final class ProxyConnection: ConnectionDelegate {
                 guard machine.phase == .connecting else { return }
                 switch result {
                 case .success(let found):
-                    addresses = found
-                    post(.resolved(addressCount: found.count))
+                    // Only addresses the destination policy allows are tried; none: 403 with the reason.
+                    var refusal: String?
+                    addresses = found.filter { address in
+                        guard let why = worker.destinations.refusal(address: address.addressBytes, port: address.port) else { return true }
+                        refusal = "\(authority.host):\(authority.port) resolves to \(address.ip), \(why): not a destination"
+                        return false
+                    }
+                    if addresses.isEmpty, let refusal { return post(.destinationRefused(refusal)) }
+                    post(.resolved(addressCount: addresses.count))
                 case .failure(let error):
                     post(.resolveFailed("\(error)"))
                 }

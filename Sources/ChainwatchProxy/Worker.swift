@@ -8,6 +8,8 @@ import Logging
 final class Worker: @unchecked Sendable {
     let loop: EventLoop
     let configuration: ProxyConfiguration
+    /// `configuration.destinationPolicy`, built once.
+    let destinations: DestinationPolicy
     let stats: ProxyStats
     let inspector: Inspector
     let logger: Logger
@@ -19,6 +21,7 @@ final class Worker: @unchecked Sendable {
     init(index: Int, configuration: ProxyConfiguration, stats: ProxyStats, inspector: Inspector, logger: Logger) throws {
         loop = try EventLoop(index: index, hostsFile: configuration.hostsFile)
         self.configuration = configuration
+        destinations = configuration.destinationPolicy
         self.stats = stats
         self.inspector = inspector
         var logger = logger

@@ -68,6 +68,14 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
     var allowClient: [String] = []
 
+    @Option(name: .customLong("allow-destination"),
+            help: ArgumentHelp("A network requests may reach although refused by default (repeatable), e.g. 127.0.0.0/8.",
+                               discussion: "Refused by default: link-local (169.254.0.0/16: cloud metadata services; fe80::/10), other metadata addresses, unspecified, multicast and broadcast, and loopback when --listen is not a loopback address; always: the proxy's own address and port. Checked on the resolved addresses, so names that resolve there are refused too (403)."))
+    var allowDestination: [String] = []
+
+    @Option(name: .customLong("deny-destination"), help: "A network requests may not reach, beyond the defaults (repeatable), e.g. 10.0.0.0/8.")
+    var denyDestination: [String] = []
+
     @Option(name: .customLong("allow-port"), help: "A port CONNECT and plain HTTP may reach (repeatable; default: any).")
     var allowPort: [UInt16] = []
 
@@ -96,6 +104,8 @@ struct Run: ParsableCommand {
         guard SocketAddress(numeric: listen) != nil else { throw ValidationError("--listen: \(listen) is not ADDR:PORT or [V6]:PORT") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         for c in allowClient where CIDR(c) == nil { throw ValidationError("--allow-client: \(c) is not a CIDR network") }
+        for c in allowDestination where CIDR(c) == nil { throw ValidationError("--allow-destination: \(c) is not a CIDR network") }
+        for c in denyDestination where CIDR(c) == nil { throw ValidationError("--deny-destination: \(c) is not a CIDR network") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard maxProbes >= 1 else { throw ValidationError("--max-probes must be at least 1") }
     }
@@ -120,6 +130,8 @@ struct Run: ParsableCommand {
         configuration.idleTimeoutMilliseconds = Int(idleTimeout * 1000)
         configuration.shutdownGraceMilliseconds = Int(grace * 1000)
         configuration.spliceBulk = !noSplice
+        configuration.allowedDestinations = allowDestination.compactMap(CIDR.init)
+        configuration.deniedDestinations = denyDestination.compactMap(CIDR.init)
         let inspector: Inspector
         let reloader: PolicyReloader
         do {

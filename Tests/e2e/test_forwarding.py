@@ -470,3 +470,36 @@ def test_no_descriptor_leak(proxy):
     while proxy.fd_count() > proxy.baseline_fds and time.monotonic() < deadline:
         time.sleep(0.2)
     assert proxy.fd_count() == proxy.baseline_fds, os.listdir(f"/proc/{proxy.pid}/fd")
+
+
+def test_destinations_the_policy_refuses_get_403_without_a_connection(start_proxy, tmp_path, echo_server):
+    """Link-local (where cloud metadata answers) and the proxy itself are refused by default, also by name; a
+    --deny-destination network is refused however it is spelled (a name, an IPv4-mapped literal), and
+    --allow-destination exempts from the defaults."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("169.254.169.254 metadata.test\n127.0.0.1 local.test\n")
+    p = start_proxy("--hosts", str(hosts), "--connect-timeout", "2")
+    for target in ("169.254.169.254:80", "metadata.test:80", f"127.0.0.1:{p.port}", f"local.test:{p.port}",
+                   f"[::ffff:127.0.0.1]:{p.port}"):
+        got, _, body = raw_request(p.port, f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+        assert got == 403 and b"not a destination" in body, (target, got, body)
+    got, _, body = raw_request(p.port, b"GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\n\r\n")
+    assert got == 403 and b"link-local" in body
+    # Loopback upstreams stay reachable for a loopback listener (its clients are on the host already).
+    sock, status, _ = connect_via(p.port, f"127.0.0.1:{echo_server.port}")
+    assert status == 200
+    sock.close()
+
+    strict = start_proxy("--hosts", str(hosts), "--deny-destination", "127.0.0.0/8")
+    for target in (f"127.0.0.1:{echo_server.port}", f"local.test:{echo_server.port}",
+                   f"[::ffff:127.0.0.1]:{echo_server.port}", f"localhost:{echo_server.port}"):
+        got, _, body = raw_request(strict.port, f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+        assert got == 403 and b"--deny-destination" in body, (target, got, body)
+
+    # 0.0.0.0 reaches this host's own services on Linux: refused by default, reachable when exempted.
+    got, _, body = raw_request(p.port, f"CONNECT 0.0.0.0:{echo_server.port} HTTP/1.1\r\n\r\n".encode())
+    assert got == 403 and b"unspecified" in body
+    exempt = start_proxy("--hosts", str(hosts), "--allow-destination", "0.0.0.0/8")
+    sock, status, _ = connect_via(exempt.port, f"0.0.0.0:{echo_server.port}")
+    assert status == 200
+    sock.close()

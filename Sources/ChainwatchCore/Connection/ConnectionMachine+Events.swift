@@ -7,6 +7,8 @@ extension ConnectionMachine {
         case vetted(ProxyRequest.Refusal?)
         case resolved(addressCount: Int)
         case resolveFailed(String)
+        /// Every resolved address is one the destination policy refuses (the reason, for the 403).
+        case destinationRefused(String)
         case connected
         case connectFailed(ConnectFailure)
         /// `side`'s input now holds `buffered` bytes.

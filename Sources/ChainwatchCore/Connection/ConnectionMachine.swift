@@ -110,6 +110,9 @@ public struct ConnectionMachine: Sendable {
         case .resolveFailed(let reason):
             guard phase == .connecting else { break }
             refuse(502, reason, &out)
+        case .destinationRefused(let reason):
+            guard phase == .connecting else { break }
+            refuse(403, reason, &out)
         case .connectFailed(let failure):
             if phase == .relaying, redial == .connecting { return reconnectFailed("\(failure)", &out) }
             guard phase == .connecting else { break }

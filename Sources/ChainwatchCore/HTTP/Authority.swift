@@ -39,7 +39,7 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         // A name whose last label is a number is an IPv4 address to browsers and curl (WHATWG URL "ends in a
         // number"), and `inet_aton` reads 0177.0.0.1 as 127.0.0.1, 2130706433 and 127.1 likewise, while a strict
         // parser reads other addresses or none: only the dotted quad is unambiguous, so only it is taken.
-        if Self.endsInANumber(name), HostName.ipAddressBytes(name)?.count != 4 { return nil }
+        if !name.contains(":"), Self.endsInANumber(name), HostName.ipAddressBytes(name)?.count != 4 { return nil }
         return Authority(host: name, port: port)
     }
 

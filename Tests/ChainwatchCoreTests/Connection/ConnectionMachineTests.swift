@@ -58,6 +58,17 @@ import Testing
         #expect(m.phase == .lingering)
     }
 
+    @Test func aDestinationThePolicyRefusesAnswers403WithoutConnecting() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        _ = m.handle(.peeked(.client, Self.connect))
+        _ = m.handle(.vetted(nil))
+        let out = m.handle(.destinationRefused("example.com:443 resolves to 169.254.169.254, link-local: not a destination"))
+        #expect(out.contains(.refused(status: 403, reason: "example.com:443 resolves to 169.254.169.254, link-local: not a destination")))
+        #expect(!out.contains { if case .connect = $0 { true } else { false } })
+        #expect(m.phase == .lingering)
+    }
+
     @Test func connectTimeoutAnswers504() {
         var m = ConnectionMachine(limits: ConnectionLimits())
         _ = m.handle(.started)

@@ -179,7 +179,8 @@ func ambiguousNumericHostsAreRefused(target: String) {
     #expect(Authority.parse(target) == nil)
 }
 
-@Test(arguments: ["127.0.0.1:443", "example.com:443", "1e100.net:443", "host-1.example:8443", "[::1]:443", "a.123b:443"])
+@Test(arguments: ["127.0.0.1:443", "example.com:443", "1e100.net:443", "host-1.example:8443", "[::1]:443", "a.123b:443",
+                  "[::ffff:127.0.0.1]:443"])
 func ordinaryHostsStillParse(target: String) {
     #expect(Authority.parse(target) != nil)
 }

@@ -1,0 +1,71 @@
+/// Which resolved addresses a CONNECT or plain-HTTP request may reach. Checked on the addresses the proxy is about to
+/// connect to (after DNS, so a name that resolves to a forbidden address, `localhost` or a rebinding one, is caught
+/// as a literal is), IPv4-mapped IPv6 as IPv4.
+///
+/// Refused by default: link-local (169.254.0.0/16, where cloud metadata services answer, and fe80::/10), other
+/// metadata addresses, unspecified, multicast and broadcast; loopback too when the proxy serves other machines (it
+/// listens on a non-loopback address: those clients must not reach its host's own services; a loopback listener's
+/// clients are on the host already). `--allow-destination` exempts networks from these, `--deny-destination` adds
+/// some. Never allowed: the proxy itself (a CONNECT to its own port nests a tunnel per request, each a full copy).
+public struct DestinationPolicy: Sendable {
+    public struct Range: Sendable {
+        public var network: CIDR
+        public var why: String
+        public init(_ network: String, _ why: String) { self.network = CIDR(network)!; self.why = why }
+        public init(network: CIDR, why: String) { self.network = network; self.why = why }
+    }
+
+    public static let defaultDenied: [Range] = [
+        Range("169.254.0.0/16", "link-local (where cloud metadata services answer)"),
+        Range("fe80::/10", "link-local"),
+        Range("100.100.100.200/32", "a cloud metadata service"),
+        Range("fd00:ec2::254/128", "a cloud metadata service"),
+        Range("0.0.0.0/8", "unspecified"),
+        Range("::/128", "unspecified"),
+        Range("224.0.0.0/4", "multicast"),
+        Range("255.255.255.255/32", "broadcast"),
+        Range("ff00::/8", "multicast"),
+    ]
+    public static let loopback: [Range] = [Range("127.0.0.0/8", "loopback"), Range("::1/128", "loopback")]
+
+    public var denied: [Range]
+    public var allowed: [CIDR]
+    /// The proxy's listening address (4 or 16 bytes) and port.
+    public var ownAddress: [UInt8]
+    public var ownPort: UInt16
+
+    /// - Parameters:
+    ///   - listen: the proxy's own address and port; a loopback one leaves loopback destinations allowed.
+    ///   - deny: networks refused beyond the defaults; `allow`: networks exempted from them (not from the proxy itself).
+    public init(listenAddress: [UInt8], listenPort: UInt16, deny: [CIDR] = [], allow: [CIDR] = []) {
+        let listensOnLoopback = Self.loopback.contains { $0.network.contains(listenAddress) }
+        denied = Self.defaultDenied + (listensOnLoopback ? [] : Self.loopback)
+            + deny.map { Range(network: $0, why: "denied by --deny-destination") }
+        allowed = allow
+        ownAddress = listenAddress
+        ownPort = listenPort
+    }
+
+    /// Why `address`:`port` may not be reached; nil when it may.
+    public func refusal(address: [UInt8], port: UInt16) -> String? {
+        if port == ownPort, isOwn(address) { return "the proxy itself" }
+        guard let range = denied.first(where: { $0.network.contains(address) }) else { return nil }
+        if allowed.contains(where: { $0.contains(address) }) { return nil }
+        return range.why
+    }
+
+    /// Whether `address` is where the proxy listens: its own address, or, for a wildcard listener, any loopback or
+    /// unspecified address (other local addresses are not enumerated).
+    private func isOwn(_ address: [UInt8]) -> Bool {
+        let v4 = Self.unmapped(address), own = Self.unmapped(ownAddress)
+        if v4 == own { return true }
+        guard own.allSatisfy({ $0 == 0 }) else { return false }
+        return (Self.loopback + Self.defaultDenied.filter { $0.why == "unspecified" }).contains { $0.network.contains(address) }
+    }
+
+    /// IPv4-mapped IPv6 as its 4 IPv4 bytes; anything else as is.
+    static func unmapped(_ bytes: [UInt8]) -> [UInt8] {
+        if bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF { return Array(bytes[12...]) }
+        return bytes
+    }
+}

@@ -1,0 +1,43 @@
+import Testing
+@testable import ChainwatchCore
+
+private func bytes(_ text: String) -> [UInt8] { IPAddressText.parse(text)! }
+
+@Suite struct DestinationPolicyTests {
+    let onLoopback = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128)
+    let serving = DestinationPolicy(listenAddress: bytes("0.0.0.0"), listenPort: 3128)
+
+    @Test func metadataLinkLocalAndSpecialAddressesAreRefused() {
+        #expect(onLoopback.refusal(address: bytes("169.254.169.254"), port: 80)?.contains("metadata") == true)
+        #expect(onLoopback.refusal(address: bytes("::ffff:169.254.169.254"), port: 80) != nil)   // mapped: as IPv4
+        #expect(onLoopback.refusal(address: bytes("fe80::1"), port: 443) == "link-local")
+        #expect(onLoopback.refusal(address: bytes("0.0.0.0"), port: 443) == "unspecified")
+        #expect(onLoopback.refusal(address: bytes("224.0.0.1"), port: 443) == "multicast")
+        #expect(onLoopback.refusal(address: bytes("93.184.216.34"), port: 443) == nil)
+        #expect(onLoopback.refusal(address: bytes("10.1.2.3"), port: 443) == nil)
+    }
+
+    @Test func loopbackIsRefusedOnlyWhenTheProxyServesOtherMachines() {
+        #expect(onLoopback.refusal(address: bytes("127.0.0.1"), port: 8443) == nil)
+        #expect(serving.refusal(address: bytes("127.0.0.1"), port: 8443) == "loopback")
+        #expect(serving.refusal(address: bytes("::ffff:127.0.0.1"), port: 8443) == "loopback")
+        #expect(serving.refusal(address: bytes("::1"), port: 8443) == "loopback")
+    }
+
+    @Test func theProxyItselfIsNeverADestination() {
+        #expect(onLoopback.refusal(address: bytes("127.0.0.1"), port: 3128) == "the proxy itself")
+        #expect(onLoopback.refusal(address: bytes("::ffff:127.0.0.1"), port: 3128) == "the proxy itself")
+        #expect(serving.refusal(address: bytes("127.0.0.5"), port: 3128) == "the proxy itself")
+        let exempt = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128, allow: [CIDR("127.0.0.0/8")!])
+        #expect(exempt.refusal(address: bytes("127.0.0.1"), port: 3128) == "the proxy itself")
+    }
+
+    @Test func allowExemptsAndDenyAdds() {
+        let p = DestinationPolicy(listenAddress: bytes("0.0.0.0"), listenPort: 3128,
+                                  deny: [CIDR("10.0.0.0/8")!], allow: [CIDR("127.0.0.0/8")!, CIDR("169.254.1.0/24")!])
+        #expect(p.refusal(address: bytes("127.0.0.1"), port: 8443) == nil)
+        #expect(p.refusal(address: bytes("169.254.1.9"), port: 80) == nil)
+        #expect(p.refusal(address: bytes("169.254.169.254"), port: 80) != nil)
+        #expect(p.refusal(address: bytes("10.9.9.9"), port: 443) == "denied by --deny-destination")
+    }
+}
