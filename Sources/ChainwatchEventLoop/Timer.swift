@@ -24,14 +24,20 @@ public final class Timer {
 }
 
 /// A signal watched on a loop. Owns its `event`.
+///
+/// Signals that arrive together run the action once: libevent calls a signal event's callback once per signal
+/// caught, so ten queued SIGHUPs were ten policy reloads (seconds each with a large bundle), with SIGTERM waiting
+/// behind them. The callback only marks the action due; a zero-delay timer runs it once.
 public final class SignalWatcher {
     private var event: OpaquePointer?
     private let action: () -> Void
+    private var due: Timer?
 
     public init(loop: EventLoop, signal: Int32, action: @escaping () -> Void) {
         self.action = action
+        due = Timer(loop: loop) { [unowned self] in self.action() }
         event = event_new(loop.base, signal, Int16(EV_SIGNAL | EV_PERSIST), { _, _, ctx in
-            Unmanaged<SignalWatcher>.fromOpaque(ctx!).takeUnretainedValue().action()
+            Unmanaged<SignalWatcher>.fromOpaque(ctx!).takeUnretainedValue().due?.schedule(milliseconds: 0)
         }, Unmanaged.passUnretained(self).toOpaque())
         event_add(event, nil)
     }

@@ -137,3 +137,24 @@ def test_reload_and_reopen_signals_during_startup_do_not_kill_it(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_sighups_that_arrive_during_a_reload_make_one_more_reload_not_one_each(tmp_path):
+    """A 20 000-rule policy takes about a second to load; five SIGHUPs sent while one reload runs are answered by one
+    more reload (libevent calls a signal's callback once per signal caught: five reloads in a row, SIGTERM behind
+    them)."""
+    policy = tmp_path / "big.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: alert\nrules:\n"
+                      + "".join(f"  - name: r{i}\n    match: [h{i}.example.com]\n" for i in range(20000)))
+    p = Proxy(["--policy", str(policy)], tmp_path)
+    try:
+        p.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.1)   # the first reload is under way (it takes about a second)
+        for _ in range(5):
+            p.proc.send_signal(signal.SIGHUP)
+            time.sleep(0.02)
+        assert wait_for(lambda: p.output().count(" reloaded (") >= 2, timeout=15)
+        time.sleep(3)     # time for any further reload to show
+        assert p.output().count(" reloaded (") == 2, p.output()
+    finally:
+        p.stop()
