@@ -4,17 +4,21 @@ import Logging
 
 /// Writes alert lines (JSON, one per line) to a file from its own thread, so no event loop ever waits on a disk.
 /// `submit` is non-blocking from any thread. Lines reach the file within milliseconds; a failing write (full disk)
-/// is reported on stderr and retried, and lines are kept (up to `maxPending`) until it succeeds; any line that must
-/// be dropped past that is counted, reported, and recorded in the log itself once writing works again.
+/// is reported on stderr and retried, and lines are kept (up to `maxPending` lines and `maxPendingBytes`) until it
+/// succeeds; lines dropped past that (the oldest first) are counted, reported, and recorded in the log itself once
+/// writing works again.
 public final class AlertWriter: @unchecked Sendable {
     /// Lines kept in memory while the file cannot be written.
     public static let maxPending = 100_000
+    /// Bytes kept in memory while the file cannot be written (600 long lines once held 250 MiB under the line bound).
+    public let maxPendingBytes: Int
 
     public let path: String
     private let logger: Logger
     private let condition = NSCondition()
     // Guarded by `condition`:
     private var queue: [String] = []
+    private var queueBytes = 0
     private var reopenRequested = false
     private var stopping = false
     private var droppedSinceReport = 0
@@ -26,8 +30,9 @@ public final class AlertWriter: @unchecked Sendable {
     private var failing = false
 
     /// Opens (creating, appending) `path`; `-` means standard output.
-    public init(path: String, logger: Logger) throws {
+    public init(path: String, logger: Logger, maxPendingBytes: Int = 64 * 1024 * 1024) throws {
         self.path = path
+        self.maxPendingBytes = maxPendingBytes
         self.logger = logger
         fd = try Self.open(path)
         let thread = Thread { [self] in run() }
@@ -60,14 +65,34 @@ public final class AlertWriter: @unchecked Sendable {
     /// Queues one alert line (without its newline). Never blocks on I/O.
     public func submit(_ line: String) {
         condition.lock()
-        if queue.count >= Self.maxPending {
-            queue.removeFirst()
-            droppedSinceReport += 1
-        }
         queue.append(line)
+        queueBytes += line.utf8.count + 1
+        trimQueue()
         drained = false
         condition.signal()
         condition.unlock()
+    }
+
+    /// Lines and bytes waiting to be written.
+    public var pending: (lines: Int, bytes: Int) {
+        condition.lock()
+        defer { condition.unlock() }
+        return (queue.count, queueBytes)
+    }
+
+    /// Drops the oldest lines while the queue is over either bound, a tenth at a time (the loops call `submit`: one
+    /// `removeFirst` per line on a 100 000-line queue was a copy of the queue per alert). Caller holds `condition`.
+    private func trimQueue() {
+        guard queue.count > Self.maxPending || queueBytes > maxPendingBytes else { return }
+        var drop = 0, freed = 0
+        let chunk = max(1, queue.count / 10)
+        while drop < queue.count - 1, drop < chunk || queue.count - drop > Self.maxPending || queueBytes - freed > maxPendingBytes {
+            freed += queue[drop].utf8.count + 1
+            drop += 1
+        }
+        queue.removeFirst(drop)
+        queueBytes -= freed
+        droppedSinceReport += drop
     }
 
     /// Reopens the file by its path (after log rotation moved it). Safe from any thread, e.g. a SIGUSR1 handler.
@@ -103,6 +128,7 @@ public final class AlertWriter: @unchecked Sendable {
             while queue.isEmpty && !reopenRequested && !stopping { condition.wait() }
             let batch = queue
             queue.removeAll(keepingCapacity: true)
+            queueBytes = 0
             let reopenNow = reopenRequested
             reopenRequested = false
             let dropped = droppedSinceReport
@@ -125,10 +151,8 @@ public final class AlertWriter: @unchecked Sendable {
             writtenTotal += lines.count - unwritten.count
             if !unwritten.isEmpty {
                 queue.insert(contentsOf: unwritten, at: 0)
-                if queue.count > Self.maxPending {
-                    droppedSinceReport += queue.count - Self.maxPending
-                    queue.removeFirst(queue.count - Self.maxPending)
-                }
+                queueBytes += unwritten.reduce(0) { $0 + $1.utf8.count + 1 }
+                trimQueue()
             }
             drained = queue.isEmpty
             let finished = stop && (queue.isEmpty || failing)
