@@ -1,3 +1,4 @@
+internal import COpenSSL
 public import ChainwatchCore
 import Synchronization
 
@@ -37,29 +38,40 @@ public final class IntermediatePool: Sendable {
     /// Validates a presented chain; when it fails only because an issuer is missing, again with the pool's
     /// certificates as candidates. A path that validates teaches the pool its intermediates.
     public func validate(chain: [[UInt8]], store: TrustStore, at time: UnixTime) -> PathValidation {
-        var result = PathValidator.validate(chain: chain, store: store, at: time)
+        validateDecoding(chain: chain, store: store, at: time).validation
+    }
+
+    /// `validate`, with the presented certificates as it decoded them (each once, for the retry, the learning and
+    /// the caller's OCSP check alike: decoding costs more than a signature check).
+    public func validateDecoding(chain: [[UInt8]], store: TrustStore, at time: UnixTime)
+        -> (validation: PathValidation, presented: [Certificate])
+    {
+        let (presented, failure) = PathValidator.decode(chain)
+        if let failure { return (failure, presented) }
+        var result = PathValidator.validate(decoded: presented, presentedCount: chain.count, store: store, at: time)
         if let error = result.error, Self.missingIssuerCodes.contains(error.opensslCode) {
             let candidates = state.withLock { Array($0.byDigest.values) }
             if !candidates.isEmpty {
-                let retried = PathValidator.validate(chain: chain, store: store, at: time, extraUntrusted: candidates)
+                let retried = PathValidator.validate(decoded: presented, presentedCount: chain.count, store: store,
+                                                     at: time, extraUntrusted: candidates)
                 if retried.error == nil { result = retried }
             }
         }
-        if result.error == nil { learn(from: result, presented: chain) }
-        return result
+        if result.error == nil { learn(from: result, presented: presented) }
+        return (result, presented)
     }
 
-    /// `X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT` and `..._LOCALLY`: the path stops short of an anchor.
-    public static let missingIssuerCodes: Set<Int32> = [2, 20]
+    /// The path stops short of an anchor: no issuer among the presented certificates or the store.
+    public static let missingIssuerCodes: Set<Int32> = [Int32(X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT),
+                                                        Int32(X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY)]
 
     /// Keeps the intermediates of a validated path (neither its leaf nor its anchor) that the server presented.
-    private func learn(from validation: PathValidation, presented: [[UInt8]]) {
+    private func learn(from validation: PathValidation, presented: [Certificate]) {
         guard validation.path.count > 2 else { return }
         let wanted = Set(validation.path.dropFirst().dropLast().map(\.sha256))
         let known = state.withLock { s in wanted.allSatisfy { s.byDigest[$0] != nil } }
         guard !known else { return }
-        for der in presented.prefix(PathValidator.maxConsideredCertificates).dropFirst() {
-            guard let certificate = try? Certificate(der: der), wanted.contains(certificate.facts.sha256) else { continue }
+        for certificate in presented.dropFirst() where wanted.contains(certificate.facts.sha256) {
             state.withLock { s in
                 guard s.byDigest[certificate.facts.sha256] == nil else { return }
                 s.byDigest[certificate.facts.sha256] = certificate

@@ -1,11 +1,6 @@
 internal import COpenSSL
 public import ChainwatchCore
 
-/// A presented certificate that does not decode: the validation's result as it stands.
-struct PathValidationFailure: Error {
-    let validation: PathValidation
-}
-
 /// Builds and validates a certificate path with OpenSSL (`X509_verify_cert`) and reports it as plain values.
 ///
 /// What it does: the leaf is the first certificate presented, every other presented certificate (and
@@ -32,17 +27,22 @@ public enum PathValidator {
     /// the failing certificate or call; `presented` then holds the certificates that did decode.
     public static func validate(chain: [[UInt8]], store: TrustStore, at time: UnixTime,
                                 extraUntrusted: [Certificate] = []) -> PathValidation {
-        switch decode(chain) {
-        case .success(let certificates):
-            var result = validate(chain: certificates, store: store, at: time, extraUntrusted: extraUntrusted)
-            if chain.count > maxConsideredCertificates, var error = result.error {
-                error.message += " (the first \(maxConsideredCertificates) of \(chain.count) presented certificates were considered)"
-                result.error = error
-            }
-            return result
-        case .failure(let failed):
-            return failed.validation
+        let (certificates, failure) = decode(chain)
+        if let failure { return failure }
+        return validate(decoded: certificates, presentedCount: chain.count, store: store, at: time,
+                        extraUntrusted: extraUntrusted)
+    }
+
+    /// Validates certificates from `decode` (the first `maxConsideredCertificates` of `presentedCount`); an error
+    /// then says how many were considered.
+    static func validate(decoded certificates: [Certificate], presentedCount: Int, store: TrustStore, at time: UnixTime,
+                         extraUntrusted: [Certificate] = []) -> PathValidation {
+        var result = validate(chain: certificates, store: store, at: time, extraUntrusted: extraUntrusted)
+        if presentedCount > certificates.count, var error = result.error {
+            error.message += " (the first \(certificates.count) of \(presentedCount) presented certificates were considered)"
+            result.error = error
         }
+        return result
     }
 
     /// The most presented certificates considered: the leaf and the next 15. Real chains are 2-6 certificates; a
@@ -50,22 +50,20 @@ public enum PathValidator {
     /// time). Certificates past it are neither decoded nor offered to path building.
     public static let maxConsideredCertificates = 16
 
-    /// The presented certificates decoded, as far as `maxConsideredCertificates`; a certificate that does not decode
-    /// is the validation's result (`.untrustedChain`, `undecodableCode`).
-    static func decode(_ chain: [[UInt8]]) -> Result<[Certificate], PathValidationFailure> {
+    /// The presented certificates decoded, as far as `maxConsideredCertificates`, each once; a certificate that does
+    /// not decode makes `failure` the validation's result (`.untrustedChain`, `undecodableCode`).
+    static func decode(_ chain: [[UInt8]]) -> (certificates: [Certificate], failure: PathValidation?) {
         var certificates: [Certificate] = []
         for (index, der) in chain.prefix(maxConsideredCertificates).enumerated() {
             do throws(OpenSSLError) {
                 certificates.append(try Certificate(der: der))
             } catch {
-                let failure = ValidationError(reason: .untrustedChain, opensslCode: undecodableCode,
-                                              message: "presented certificate #\(index) does not decode: \(error)",
-                                              depth: index)
-                return .failure(PathValidationFailure(validation: PathValidation(presented: certificates.map(\.facts), path: [],
-                                                                                 error: failure, anchorKind: nil)))
+                let error = ValidationError(reason: .untrustedChain, opensslCode: undecodableCode,
+                                            message: "presented certificate #\(index) does not decode: \(error)", depth: index)
+                return (certificates, PathValidation(presented: certificates.map(\.facts), path: [], error: error, anchorKind: nil))
             }
         }
-        return .success(certificates)
+        return (certificates, nil)
     }
 
     /// Validates already-decoded certificates (leaf first, as sent) at time `at`. See the DER variant.

@@ -58,8 +58,8 @@ public final class Inspector: Sendable {
         let now = UnixTime(seconds: nowMilliseconds / 1000)
         let generation = intermediates.generation   // before: what is learned meanwhile makes the entry stale
         let store = snapshot.store(for: rule)
-        let validation = intermediates.validate(chain: chain, store: store, at: now)
-        let status = stapled.flatMap { stapledStatus($0, chain: chain, validation: validation, store: store) }
+        let (validation, presented) = intermediates.validateDecoding(chain: chain, store: store, at: now)
+        let status = stapled.flatMap { stapledStatus($0, presented: presented, validation: validation, store: store) }
         let evidence = Evidence(connection: tunnel, validation: validation, source: source, stapled: status)
         let verdict = evaluator.evaluate(evidence, rule: rule, at: now)
         // A chain missing an issuer may validate once the pool learns it from another server: its entry holds
@@ -73,10 +73,9 @@ public final class Inspector: Sendable {
 
     /// What a stapled OCSP response says about the validated path's leaf; nil when the path did not validate (the
     /// chain's own finding decides, and a staple about an untrusted leaf says nothing).
-    private func stapledStatus(_ response: [UInt8], chain: [[UInt8]], validation: PathValidation,
+    private func stapledStatus(_ response: [UInt8], presented: [Certificate], validation: PathValidation,
                                store: TrustStore) -> StapledStatus? {
         guard validation.error == nil, validation.path.count >= 2 else { return nil }
-        let presented = chain.prefix(PathValidator.maxConsideredCertificates).compactMap { try? Certificate(der: $0) }
         let issuerDigest = validation.path[1].sha256
         guard let leaf = presented.first,
               let issuer = presented.first(where: { $0.facts.sha256 == issuerDigest }) ?? intermediates.certificate(digest: issuerDigest)
