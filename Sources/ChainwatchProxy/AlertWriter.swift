@@ -140,11 +140,12 @@ public final class AlertWriter: @unchecked Sendable {
             var lines = batch
             if dropped > 0 {
                 logger.error("alert log \(path): \(dropped) alert line(s) dropped while it could not be written")
-                var b = JSONObjectBuilder()
-                b.set("@timestamp", UnixTime(seconds: Int64(Date().timeIntervalSince1970)).rfc3339)
-                b.set("event.kind", "pipeline_error")
-                b.set("chainwatch.dropped_alerts", dropped)
-                lines.insert(b.value.serialized, at: 0)
+                var w = JSONWriter()
+                w.field("@timestamp", UnixTime(seconds: Int64(Date().timeIntervalSince1970)).rfc3339)
+                w.object("ecs") { $0.field("version", Observer.ecsVersion) }
+                w.object("event") { $0.field("kind", "pipeline_error") }
+                w.object("chainwatch") { $0.field("dropped_alerts", dropped) }
+                lines.insert(w.text, at: 0)
             }
             let unwritten = write(lines)
             condition.lock()

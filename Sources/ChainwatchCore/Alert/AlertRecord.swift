@@ -150,9 +150,4 @@ public struct AlertRecord: Sendable {
     static func pinTexts(_ level: LevelPins) -> [String] {
         level.certificates.map { "cert sha256/" + HashText.base64($0.bytes) } + level.spki.map { "spki sha256/" + HashText.base64($0.bytes) }
     }
-
-}
-
-extension JSONObjectBuilder {
-    public mutating func set(_ dottedKey: String, _ value: Bool?) { set(dottedKey, value.map(JSONValue.bool)) }
 }

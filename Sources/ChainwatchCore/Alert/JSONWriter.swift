@@ -1,6 +1,6 @@
 /// Writes one JSON object straight to UTF-8 bytes, in the order fields are given, skipping nil values and objects
 /// that end up empty. What an alert line needs once per finding: no intermediate tree, no per-field allocation
-/// beyond the output (`JSONObjectBuilder` is the flexible, slower form).
+/// beyond the output. Nested values given whole (an array of objects) are `JSONValue`s.
 public struct JSONWriter {
     public private(set) var bytes: [UInt8] = []
     /// Per open object: whether it has a member yet (a comma goes before the next).

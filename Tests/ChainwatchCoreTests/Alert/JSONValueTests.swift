@@ -12,27 +12,6 @@ import Testing
         #expect(back == [text])
     }
 
-    @Test func builderNestsDottedKeysInInsertionOrderAndOverwrites() {
-        var b = JSONObjectBuilder()
-        b.set("event.kind", "alert")
-        b.set("tls.version", "1.3")
-        b.set("event.action", "block")
-        b.set("tls.version", "1.2")          // overwrites in place, keeps its position
-        b.set("skipped", nil as String?)
-        b.set("n", 7)
-        #expect(b.value.serialized == #"{"event":{"kind":"alert","action":"block"},"tls":{"version":"1.2"},"n":7}"#)
-        #expect(b.serialized == b.value.serialized)
-    }
-
-    @Test func aCopiedBuilderIsItsOwnValue() {
-        var a = JSONObjectBuilder()
-        a.set("x.y", "1")
-        var b = a
-        b.set("x.z", "2")
-        #expect(a.value.serialized == #"{"x":{"y":"1"}}"#)
-        #expect(b.value.serialized == #"{"x":{"y":"1","z":"2"}}"#)
-    }
-
     @Test func writerSkipsNilsAndObjectsLeftEmpty() {
         var w = JSONWriter()
         w.field("a", "1")
