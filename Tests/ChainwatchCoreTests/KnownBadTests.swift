@@ -25,11 +25,23 @@ import Testing
     }
 }
 
-@Test func noVerdictInTimeFollowsOnProbeErrorAndMarksNothing() {
-    let blocking = Rule(name: "b", action: .block)
-    let v = Evaluator.verdict(for: .noVerdict("no chain within 5 s"), rule: blocking)
-    #expect(v.action == .block && v.deciding?.reason == .handshakeTimeout)
-    #expect(v.deciding?.marksUpstreamBad(serverName: "a.test", connectHost: "a.test") == false)
-    let lenient = Rule(name: "l", action: .block, onProbeError: .allow)
-    #expect(Evaluator.verdict(for: .noVerdict("x"), rule: lenient).findings.isEmpty)
+/// A held tunnel whose chain did not come in time is closed whatever `on_probe_error` says: a forger who knows the
+/// deadline would otherwise stall past it and send its chain through unjudged. It marks nothing (a slow path is not
+/// a forged chain).
+@Test func noVerdictInTimeBlocksAndMarksNothing() {
+    for rule in [Rule(name: "b", action: .block), Rule(name: "l", action: .block, onProbeError: .allow),
+                 Rule(name: "a", action: .alert, onProbeError: .alert, nonTLS: .block)] {
+        let v = Evaluator.verdict(for: .noVerdict("no chain within 5 s"), rule: rule)
+        #expect(v.action == .block && v.deciding?.reason == .handshakeTimeout, "\(rule.name)")
+        #expect(v.deciding?.marksUpstreamBad(serverName: "a.test", connectHost: "a.test") == false)
+    }
+}
+
+@Test func aHandshakeThatCannotBeReadFollowsTheRulesAction() {
+    let blocking = Rule(name: "b", action: .block), alerting = Rule(name: "a")
+    let oversized = Evaluator.verdict(for: .oversizedHandshake("type 11 announces 300000 bytes"), rule: blocking)
+    #expect(oversized.action == .block && oversized.deciding?.reason == .oversizedHandshake)
+    #expect(oversized.deciding?.detail.hasSuffix("its chain cannot be judged") == true)
+    let malformed = Evaluator.verdict(for: .malformedHandshake("bad length"), rule: alerting)
+    #expect(malformed.action == .alert && malformed.deciding?.reason == .untrustedChain)
 }

@@ -1,9 +1,11 @@
 """Servers that try to hold a blocking tunnel open: each byte resets the idle timer, so only a deadline on the
 verdict itself ends them. Under block, a server whose handshake does not show its chain within --probe-timeout of
-its first byte gets handshake_timeout (on_probe_error decides: block for a blocking rule), the client no server
+its first byte gets handshake_timeout (always block: the held bytes are the chain on its way), the client no server
 byte, and the upstream no known-bad mark (a slow path is not a forged chain)."""
 import subprocess
 import time
+
+import pytest
 
 from helpers import TCPServer, wait_alert_lines
 from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
@@ -27,12 +29,15 @@ def dripping_certificate(conn):
         conn.sendall(b"\x00")
 
 
-def test_a_server_dripping_its_certificate_is_cut_at_the_verdict_deadline(start_proxy, tmp_path, closing):
+@pytest.mark.parametrize("on_probe_error", [None, "alert"])
+def test_a_server_dripping_its_certificate_is_cut_at_the_verdict_deadline(start_proxy, tmp_path, closing, on_probe_error):
+    """Also with `on_probe_error: alert`: releasing the held bytes at the deadline would pass the chain unjudged."""
     server = closing(TCPServer(dripping_certificate))
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 drip.test\n")
     policy = tmp_path / "block.yaml"
-    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\nrules: []\n")
+    extra = f"  on_probe_error: {on_probe_error}\n" if on_probe_error else ""
+    policy.write_text(f"version: 1\ndefaults:\n  action: block\n  anchors: [system]\n{extra}rules: []\n")
     proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "2", "--idle-timeout", "60")
     started = time.monotonic()
     r = subprocess.run(["curl", "-sk", "--tls-max", "1.2", "--max-time", "15", "-x", proxy.url,

@@ -62,6 +62,11 @@ public struct Evaluator: Sendable {
         case .evidenceMismatch(let d): reason = .evidenceMismatch; detail = d; action = rule.consequence(of: .evidenceMismatch)
         case .plainHTTP(let d): reason = .httpsOnly; detail = d; action = rule.httpsOnly ? rule.action : nil
         case .noVerdict(let d): reason = .handshakeTimeout; detail = d; action = rule.consequence(of: .handshakeTimeout)
+        case .malformedHandshake(let d):
+            reason = .untrustedChain; detail = "the server's handshake cannot be parsed, so its chain cannot be judged: \(d)"
+            action = rule.consequence(of: .untrustedChain)
+        case .oversizedHandshake(let d):
+            reason = .oversizedHandshake; detail = "\(d): its chain cannot be judged"; action = rule.consequence(of: .oversizedHandshake)
         }
         guard let action else { return Verdict(rule: rule.identity, findings: []) }
         return Verdict(rule: rule.identity, findings: [Finding(reason: reason, level: nil, detail: detail, check: "tunnel", action: action)])
@@ -80,6 +85,10 @@ public enum TunnelEvent: Sendable, Hashable {
     case plainHTTP(String)
     /// Server bytes held for a verdict whose evidence did not come in time (detail: what was missing).
     case noVerdict(String)
+    /// The server's handshake cannot be parsed (detail: how): its chain cannot be judged, a chain failure.
+    case malformedHandshake(String)
+    /// A server handshake message is larger than chainwatch reads (detail: how large).
+    case oversizedHandshake(String)
 }
 
 extension Finding {

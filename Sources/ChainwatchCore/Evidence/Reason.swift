@@ -37,7 +37,7 @@ public enum Reason: String, Sendable, Hashable, CaseIterable, Codable {
     /// anchor the operator named: how a TLS-inspection gateway's installed CA looks.
     case localRoot = "local_root"
     /// Under a rule that holds the server's bytes, the server's handshake did not show its chain within
-    /// `--probe-timeout` (a server dripping its flight a byte at a time): no verdict, which `on_probe_error` decides.
+    /// `--probe-timeout` (a server dripping its flight a byte at a time): no verdict; the tunnel is closed.
     case handshakeTimeout = "handshake_timeout"
     /// The server stapled an OCSP response, signed by the leaf's issuer, that says the leaf is revoked.
     case revoked = "revoked"

@@ -99,7 +99,10 @@ public struct Rule: Sendable, Hashable {
         case .localRoot: return localRoot.action
         case .sniMismatch: return sniMismatch.action
         case .notTLS: return nonTLS.action
-        case .probeFailed, .handshakeTimeout: return onProbeError.action
+        case .probeFailed: return onProbeError.action
+        // Raised only while the server's bytes are held, and what is held is the chain still on its way: letting it
+        // through unjudged would hand a forger who waits out the deadline a pass. Closing is the one safe end.
+        case .handshakeTimeout: return .block
         default: return action
         }
     }

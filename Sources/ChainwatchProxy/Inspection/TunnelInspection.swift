@@ -164,7 +164,6 @@ final class TunnelInspection {
             var evidence: Evidence?
             switch result {
             case .success(let probe):
-                probeClientHello = probe.parsedClientHello
                 probeJA4 = probe.ja4
                 if facts.protocolVersion == nil {   // the tunnel has no ServerHello yet: what the same offer got
                     facts.protocolVersion = probe.version
@@ -195,15 +194,10 @@ final class TunnelInspection {
             finish(Evaluator.verdict(for: .notTLS(detail), rule: rule), evidence: nil, rule: rule)
         case .malformedHandshake(let detail):
             let rule = self.rule
-            let finding = Finding(reason: .untrustedChain, level: nil,
-                                  detail: "the server's handshake cannot be parsed, so its chain cannot be judged: \(detail)",
-                                  check: "tls", action: rule.action)
-            finish(Verdict(rule: rule.identity, findings: [finding]), evidence: nil, rule: rule)
+            finish(Evaluator.verdict(for: .malformedHandshake(detail), rule: rule), evidence: nil, rule: rule)
         case .oversizedHandshake(let detail):
             let rule = self.rule
-            let finding = Finding(reason: .oversizedHandshake, level: nil, detail: "\(detail): its chain cannot be judged",
-                                  check: "tls", action: rule.action)
-            finish(Verdict(rule: rule.identity, findings: [finding]), evidence: nil, rule: rule)
+            finish(Evaluator.verdict(for: .oversizedHandshake(detail), rule: rule), evidence: nil, rule: rule)
         case .chain(let ders):
             let rule = self.rule
             let (verdict, evidence) = inspector.judge(chain: ders, stapled: watch.stapledOCSP, rule: rule, snapshot: snapshot,
@@ -223,7 +217,6 @@ final class TunnelInspection {
         inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
             switch result {
             case .success(let probe):
-                probeClientHello = probe.parsedClientHello
                 probeJA4 = probe.ja4
                 pendingEvidence = (key, probe, fresh)
                 weighEvidence(flightEnded: false)
@@ -295,8 +288,7 @@ final class TunnelInspection {
         return EvidenceAgreement.disagreement(tunnel: tunnelHello, probe: probeHello, client: clientHello, probeClient: probeClient)
     }
 
-    /// The probe's own ClientHello, for its JA4 in an alert line.
-    private var probeClientHello: ClientHello?
+    /// The JA4 of the probe's own ClientHello, for an alert line.
     private var probeJA4: String?
 
     private func finish(_ verdict: Verdict, evidence: Evidence?, rule: Rule) {
