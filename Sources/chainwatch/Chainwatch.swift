@@ -62,7 +62,7 @@ struct Run: ParsableCommand {
     var probeTimeout = 5.0
 
     @Option(name: .customLong("max-probes"),
-            help: "Probe handshakes in flight at once, process-wide; more wait in line, and one not started within --probe-timeout fails (probe_failed).")
+            help: "Probe handshakes in flight at once, process-wide; more wait in line, and one that has waited longer than --probe-timeout when a slot frees fails (probe_failed).")
     var maxProbes = 256
 
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
@@ -136,26 +136,14 @@ struct Run: ParsableCommand {
         let reloader: PolicyReloader
         do {
             try configuration.validate()
-            var extraAnchors: [Certificate] = []
-            if let ca {
-                guard let pem = FileManager.default.contents(atPath: ca) else { throw CLIError("cannot read --ca \(ca)") }
-                extraAnchors = try Certificate.parsePEM(Array(pem))
-                guard !extraAnchors.isEmpty else { throw CLIError("--ca \(ca): no certificate in the file") }
-            }
+            let extraAnchors = try ca.map { try certificates(inPEMFile: $0, option: "--ca") } ?? []
             reloader = try PolicyReloader(path: policy, extraAnchors: extraAnchors, publicRoots: try loadPublicRoots(logger),
                                           logger: logger)
             let cache = VerdictCache()
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
             let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: maxProbes)
-            var known: [Certificate] = []
-            if let intermediates {
-                guard let pem = FileManager.default.contents(atPath: intermediates) else {
-                    throw CLIError("cannot read --intermediates \(intermediates)")
-                }
-                known = try Certificate.parsePEM(Array(pem))
-                guard !known.isEmpty else { throw CLIError("--intermediates \(intermediates): no certificate in the file") }
-            }
+            let known = try intermediates.map { try certificates(inPEMFile: $0, option: "--intermediates") } ?? []
             inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, logger: logger,
                                   intermediates: IntermediatePool(loaded: known))
         } catch {
@@ -192,6 +180,14 @@ extension Run {
             return nil
         }
     }
+}
+
+/// The certificates of a PEM file an option names; a file that cannot be read, or holds none, is an error naming both.
+func certificates(inPEMFile path: String, option: String) throws -> [Certificate] {
+    guard let pem = FileManager.default.contents(atPath: path) else { throw CLIError("cannot read \(option) \(path)") }
+    let certificates = try Certificate.parsePEM(Array(pem))
+    guard !certificates.isEmpty else { throw CLIError("\(option) \(path): no certificate in the file") }
+    return certificates
 }
 
 struct CLIError: Error, CustomStringConvertible {

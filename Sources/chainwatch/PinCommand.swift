@@ -52,8 +52,7 @@ extension Chainwatch {
             var extraAnchors: [Certificate] = []
             var anchors = ["system"]
             if let ca {
-                guard let pem = FileManager.default.contents(atPath: ca) else { throw CLIError("cannot read --ca \(ca)") }
-                extraAnchors = try Certificate.parsePEM(Array(pem))
+                extraAnchors = try certificates(inPEMFile: ca, option: "--ca")
                 anchors.append(URL(fileURLWithPath: ca).standardizedFileURL.path)
             }
             let store = try TrustStore(systemRoots: true, extraAnchors: extraAnchors)
