@@ -8,8 +8,9 @@ import Synchronization
 ///
 /// Process-wide, at most `maxInFlight` handshakes run at once (each holds a socket and a TLS client): 2 000 tunnels
 /// with distinct offers opened 2 000 probes, and at a low descriptor limit the EMFILE failures became blocks. Past
-/// the cap a new key waits in line, and one that has not started within `timeoutMilliseconds` fails (`probe
-/// capacity`), so a flood delays nobody for ever: under block it fails closed, and cached keys are answered as always.
+/// the cap a new key waits in line; when a slot frees, keys that have waited longer than `timeoutMilliseconds` fail
+/// (`probe capacity`) and the next one starts. Slots free within a timeout, so no key waits more than about two
+/// timeouts: a flood delays nobody for ever: under block it fails closed, and cached keys are answered as always.
 ///
 /// Per `ProbeKey`: at most one handshake in flight process-wide (later callers, on any loop, wait for it and get
 /// the same result), then the result is cached (successes for `successTTL`, failures for a short `failureTTL`, so
