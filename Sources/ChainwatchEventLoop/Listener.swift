@@ -42,6 +42,23 @@ public final class Listener {
         event_add(event, nil)
     }
 
+    /// Fails with EADDRINUSE when another process listens on `address`. SO_REUSEPORT lets any process of the same
+    /// user join the port and take its share of the connections, under its own policy; only this process's own
+    /// loops may share it. A socket bound without SO_REUSEPORT cannot join a port group, so binding one shows
+    /// whether the port is taken; it is closed before the loops bind. (Two instances started in the same instant
+    /// can both pass; a service manager that starts one instance, or a distinct user per instance, closes that gap.)
+    public static func checkUnused(_ address: SocketAddress) throws(EventLoopError) {
+        let fd = Socket.stream(family: address.family)
+        guard fd >= 0 else { throw .fromErrno("socket") }
+        defer { Glibc.close(fd) }
+        Socket.set(fd, SOL_SOCKET, SO_REUSEADDR, 1)   // a TIME_WAIT from an earlier run is not "in use"
+        guard address.withSockaddr({ sa, len in bind(fd, sa, len) }) == 0 else {
+            let e = Glibc.errno
+            throw EventLoopError(call: "bind \(address)", errno: e, hint: e == EADDRINUSE
+                ? "another process listens there; chainwatch shares its port only among its own loops" : nil)
+        }
+    }
+
     private func failure(_ call: String) -> EventLoopError {
         let error = EventLoopError.fromErrno(call)
         close()

@@ -23,6 +23,7 @@ public final class ProxyServer: @unchecked Sendable {
     public func start() throws {
         try configuration.validate()
         signal(SIGPIPE, SIG_IGN)
+        try Listener.checkUnused(configuration.listen)
         for index in 0..<max(1, configuration.threads) {
             workers.append(try Worker(index: index, configuration: configuration, stats: stats, inspector: inspector, logger: logger))
         }

@@ -19,7 +19,7 @@ struct Chainwatch: ParsableCommand {
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the proxy (the default command).")
 
-    @Option(help: "Address to listen on, ADDR:PORT or [V6]:PORT.")
+    @Option(help: "Address to listen on, ADDR:PORT or [V6]:PORT; one no other process listens on.")
     var listen = "127.0.0.1:3128"
 
     @Option(help: "Event loops, each on its own thread (default: one per CPU the process may run on, see taskset(1)).")
