@@ -21,6 +21,19 @@ public struct Buffer {
         }
     }
 
+    /// A copy of at most `max` bytes from `offset` on (fewer when the buffer holds fewer).
+    public func peek(from offset: Int, max: Int) -> [UInt8] {
+        guard offset > 0 else { return peek(max: max) }
+        let n = min(max, count - offset)
+        guard n > 0 else { return [] }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(n)
+        forEachChunk(from: offset) { chunk in
+            if bytes.count < n { bytes.append(contentsOf: chunk.prefix(n - bytes.count)) }
+        }
+        return bytes
+    }
+
     /// Calls `body` with the bytes from `offset` to the end, chain by chain, without copying.
     public func forEachChunk(from offset: Int, _ body: (UnsafeRawBufferPointer) -> Void) {
         var skip = offset

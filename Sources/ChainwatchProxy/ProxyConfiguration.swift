@@ -18,6 +18,7 @@ public struct ProxyConfiguration: Sendable {
     public var requestTimeoutMilliseconds = 10_000
     public var connectTimeoutMilliseconds = 10_000
     public var idleTimeoutMilliseconds = 300_000
+    public var halfClosedTimeoutMilliseconds = 30_000
     public var shutdownGraceMilliseconds = 10_000
     /// Bytes buffered for one direction of a tunnel before the sending side is paused.
     public var maxBufferedPerDirection = 256 * 1024
@@ -36,6 +37,7 @@ public struct ProxyConfiguration: Sendable {
         limits.requestTimeoutMilliseconds = requestTimeoutMilliseconds
         limits.connectTimeoutMilliseconds = connectTimeoutMilliseconds
         limits.idleTimeoutMilliseconds = idleTimeoutMilliseconds
+        limits.halfClosedTimeoutMilliseconds = halfClosedTimeoutMilliseconds
         limits.maxBufferedPerDirection = maxBufferedPerDirection
         limits.spliceBulk = spliceBulk
         limits.allowedPorts = allowedPorts

@@ -131,9 +131,9 @@ final class ProxyConnection: ConnectionDelegate {
 
     private func execute(_ action: ConnectionMachine.Action) {
         switch action {
-        case .peek(let side, let max):
+        case .peek(let side, let from, let max):
             guard let connection = connection(side) else { return }
-            events.append(.peeked(side, connection.input.peek(max: max)))
+            events.append(.peeked(side, connection.input.peek(from: from, max: max)))
         case .consume(let side, let count):
             connection(side)?.input.drain(count)
         case .vet(let request, let requestLine):

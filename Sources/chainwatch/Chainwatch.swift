@@ -85,11 +85,14 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("connect-timeout"), help: "Seconds to connect upstream before 504.")
     var connectTimeout = 10.0
 
-    @Option(name: .customLong("request-timeout"), help: "Seconds for a client to send its request head before 408 (counted from its first byte, or from about 1 s after it connected when it sends nothing).")
+    @Option(name: .customLong("request-timeout"), help: "Seconds for a client to send its request head before 408 (counted from its first byte, or from about 1 s after it connected when it sends nothing), and for an upstream to finish a plain-HTTP response head once it has begun it (504).")
     var requestTimeout = 10.0
 
     @Option(name: .customLong("idle-timeout"), help: "Seconds a tunnel may carry no bytes before it is closed.")
     var idleTimeout = 300.0
+
+    @Option(name: .customLong("half-closed-timeout"), help: "Seconds a connection one side has ended (half-closed) may carry no bytes before it is closed.")
+    var halfClosedTimeout = 30.0
 
     @Option(help: "Seconds tunnels may take to finish after SIGTERM/SIGINT.")
     var grace = 10.0
@@ -128,6 +131,7 @@ struct Run: ParsableCommand {
         configuration.connectTimeoutMilliseconds = Int(connectTimeout * 1000)
         configuration.requestTimeoutMilliseconds = Int(requestTimeout * 1000)
         configuration.idleTimeoutMilliseconds = Int(idleTimeout * 1000)
+        configuration.halfClosedTimeoutMilliseconds = Int(halfClosedTimeout * 1000)
         configuration.shutdownGraceMilliseconds = Int(grace * 1000)
         configuration.spliceBulk = !noSplice
         configuration.allowedDestinations = allowDestination.compactMap(CIDR.init)

@@ -39,16 +39,17 @@ extension ConnectionMachine {
         case spliceEnded(from: Side, SpliceEnd)
         /// The timer fired; nothing was read or written for `idleMilliseconds`.
         case timerFired(idleMilliseconds: Int64)
-        /// The answer to `.peek`: the first bytes of `side`'s input (copied: request and response heads, plain-HTTP
-        /// bodies; never the tunnel's bytes).
+        /// The answer to `.peek`: the bytes of `side`'s input it asked for (copied: request and response heads,
+        /// plain-HTTP bodies; never the tunnel's bytes).
         case peeked(Side, [UInt8])
     }
 
     public enum LogLevel: Sendable, Hashable { case info, warning }
 
     public enum Action: Sendable, Equatable {
-        /// Asks for a copy of the first `max` bytes of `side`'s input (answered by `.peeked`).
-        case peek(Side, max: Int)
+        /// Asks for a copy of at most `max` bytes of `side`'s input from offset `from` on (answered by `.peeked`). A
+        /// head is read from past the bytes already read, so each byte is copied once.
+        case peek(Side, from: Int, max: Int)
         /// Drops the first `count` bytes of `side`'s input.
         case consume(Side, Int)
         /// Asks whether this request may go on (a known-bad upstream, a plain-HTTP rule); answered by `.vetted`.

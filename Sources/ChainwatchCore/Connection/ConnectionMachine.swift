@@ -34,6 +34,10 @@ public struct ConnectionMachine: Sendable {
     public internal(set) var exchange: ExchangeMachine?
     /// Plain-HTTP exchanges completed on this client connection.
     public private(set) var exchangesServed = 0
+    /// The request head read so far.
+    private var requestHead = HeadReader(limit: RequestHeadParser.defaultLimit)
+    /// Plain HTTP: the upstream has begun a response head, which must be complete within the request timeout.
+    private var responseHeadDeadline = false
 
     private var pauses = PerSide(client: PauseSet(), upstream: PauseSet(.notConnected))
     private var reading = PerSide(client: false, upstream: false)
@@ -171,9 +175,8 @@ public struct ConnectionMachine: Sendable {
     // MARK: - Request
 
     private mutating func readRequest(_ bytes: [UInt8], _ out: inout [Action]) {
-        let limit = RequestHeadParser.defaultLimit
         let parsed: (head: RequestHead, length: Int)?
-        do { parsed = try RequestHeadParser.parse(bytes, limit: limit) } catch {
+        do { parsed = try requestHead.request(adding: bytes) } catch {
             refuse(error.status, error.detail, &out)
             return
         }
@@ -231,7 +234,7 @@ public struct ConnectionMachine: Sendable {
             out.append(.write(.upstream, exchange.requestHeadBytes))
             if exchange.requestBody.isComplete { pause(.client, .exchangeInProgress) }   // a pipelined request waits its turn
             setReading(&out)
-            if buffered[.client] > 0 { out.append(.peek(.client, max: buffered[.client])) }
+            if buffered[.client] > 0 { out.append(.peek(.client, from: 0, max: buffered[.client])) }
             return
         }
         phase = .relaying
@@ -274,9 +277,9 @@ public struct ConnectionMachine: Sendable {
             }
             relay(from: side, &out)
         case .readingRequest:
-            if side == .client { out.append(.peek(.client, max: RequestHeadParser.defaultLimit + 4)) }
+            if side == .client { peekRequestHead(&out) }
         case .exchanging:
-            if buffered[side] > 0, pauses[side].isEmpty { out.append(.peek(side, max: buffered[side])) }
+            if buffered[side] > 0, pauses[side].isEmpty { peekExchange(side, &out) }
         case .lingering:
             if side == .client, buffered[.client] > 0 {
                 out.append(.discardInput(.client))
@@ -366,8 +369,10 @@ public struct ConnectionMachine: Sendable {
             resume(source, .spliced)
             setReading(&out)
         case .endOfStream:
+            let first = !pauses[source.other].contains(.ended)
             pause(source, .ended)   // and stays spliced: the pump is done
             finishHalfCloses(&out)
+            if first { halfClosed(&out) }
         case .error(let reason):
             out.append(.log(.info, "\(source == .client ? "upward" : "downward") splice failed: \(reason)"))
             close(resetting: [.client, .upstream], &out)
@@ -392,14 +397,21 @@ public struct ConnectionMachine: Sendable {
     private mutating func endOfStream(_ side: Side, _ out: inout [Action]) {
         switch phase {
         case .relaying:
+            let first = !pauses[side.other].contains(.ended)
             pause(side, .ended)
             setReading(&out)
             finishHalfCloses(&out)
+            if first { halfClosed(&out) }
         case .exchanging:
             exchangeEndOfStream(side, &out)
         case .readingRequest, .connecting, .lingering, .closed:
             close(resetting: [], &out)
         }
+    }
+
+    /// One side of a tunnel has ended: the shorter half-closed timeout applies from now on.
+    private func halfClosed(_ out: inout [Action]) {
+        if phase == .relaying, redial != .connecting { out.append(.schedule(milliseconds: idleLimit)) }
     }
 
     private mutating func failed(_ side: Side, _ reason: String, _ out: inout [Action]) {
@@ -492,8 +504,10 @@ public struct ConnectionMachine: Sendable {
             connectNext(lastFailure: .timedOut, &out)
         case .relaying where redial == .connecting:
             reconnectFailed("timed out after \(limits.connectTimeoutMilliseconds) ms", &out)
+        case .exchanging where responseHeadDeadline:
+            refuse(504, "upstream response head not complete within \(limits.requestTimeoutMilliseconds / 1000) s of its first byte", &out)
         case .relaying, .exchanging:
-            let limit = Int64(limits.idleTimeoutMilliseconds)
+            let limit = Int64(idleLimit)
             if idle >= limit {
                 out.append(.log(.info, "idle for \(idle / 1000) s, closing"))
                 close(resetting: [], &out)
@@ -505,9 +519,45 @@ public struct ConnectionMachine: Sendable {
         }
     }
 
+    /// Milliseconds without traffic after which the connection closes: the idle timeout, shorter once one side has
+    /// ended its stream (a half-closed client whose upstream never answers would otherwise hold both sockets, the
+    /// client's in CLOSE-WAIT, for the whole idle timeout).
+    private var idleLimit: Int {
+        let halfClosed = pauses[.client].contains(.ended) || pauses[.upstream].contains(.ended)
+        return halfClosed ? min(limits.halfClosedTimeoutMilliseconds, limits.idleTimeoutMilliseconds) : limits.idleTimeoutMilliseconds
+    }
+
     // MARK: - Plain HTTP
 
     mutating func consumeBuffered(_ side: Side, _ count: Int) { buffered[side] = max(0, buffered[side] - count) }
+
+    /// Asks for the exchange bytes `side` holds: past those read of a response head, else from the start.
+    func peekExchange(_ side: Side, _ out: inout [Action]) {
+        if side == .upstream, let exchange, !exchange.responseStarted {
+            let next = exchange.responseHead.nextPeek
+            out.append(.peek(.upstream, from: next.from, max: next.max))
+        } else {
+            out.append(.peek(side, from: 0, max: buffered[side]))
+        }
+    }
+
+    /// After a response head: the bytes behind it, if any, are read afresh.
+    func peekAfterResponseHead(_ out: inout [Action]) {
+        if buffered[.upstream] > 0, pauses[.upstream].isEmpty { peekExchange(.upstream, &out) }
+    }
+
+    /// The upstream sent a response head's first bytes: the rest must follow within the request timeout, however
+    /// slowly it drips (activity would reset the idle timer).
+    mutating func responseHeadBegan(_ out: inout [Action]) {
+        responseHeadDeadline = true
+        out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))
+    }
+
+    mutating func responseHeadEnded(_ out: inout [Action]) {
+        guard responseHeadDeadline else { return }
+        responseHeadDeadline = false
+        out.append(.schedule(milliseconds: idleLimit))
+    }
     func queuedBytes(_ side: Side) -> Int { queued[side] }
 
     mutating func pauseForExchange(_ side: Side, _ out: inout [Action]) {
@@ -520,6 +570,7 @@ public struct ConnectionMachine: Sendable {
         guard let finished = exchange else { return }
         exchangesServed += 1
         exchange = nil
+        responseHeadDeadline = false
         out.append(.dropUpstream)
         pauses[.upstream] = PauseSet(.notConnected)
         buffered[.upstream] = 0
@@ -539,7 +590,13 @@ public struct ConnectionMachine: Sendable {
         pendingRequest = nil
         out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))   // the next head, like the first
         setReading(&out)
-        if buffered[.client] > 0 { out.append(.peek(.client, max: RequestHeadParser.defaultLimit + 4)) }
+        if buffered[.client] > 0 { peekRequestHead(&out) }
+    }
+
+    /// Asks for the request head's bytes past those already read.
+    private func peekRequestHead(_ out: inout [Action]) {
+        let next = requestHead.nextPeek
+        out.append(.peek(.client, from: next.from, max: next.max))
     }
 
     // MARK: - Reading state

@@ -74,6 +74,8 @@ public struct ConnectionLimits: Sendable, Hashable {
     public var requestTimeoutMilliseconds = 10_000
     public var connectTimeoutMilliseconds = 10_000
     public var idleTimeoutMilliseconds = 300_000
+    /// The idle timeout once either side has ended its stream (HAProxy's `timeout client-fin`).
+    public var halfClosedTimeoutMilliseconds = 30_000
     /// How long a refused client may take to read the proxy's answer before it is closed.
     public var lingerMilliseconds = 2_000
     /// Bytes queued for one direction before its reader is paused.

@@ -12,6 +12,8 @@ public struct ExchangeMachine: Sendable {
     public private(set) var requestBody: BodyScanner
     public private(set) var responseBody: BodyScanner?
     public private(set) var interimResponses = 0
+    /// The response head read so far (each head: interim ones, then the final one).
+    public private(set) var responseHead = HeadReader(limit: maxResponseHead)
     let limits: ConnectionLimits
 
     /// The longest response head read.
@@ -44,11 +46,12 @@ public struct ExchangeMachine: Sendable {
         case malformedBody(String)
     }
 
-    /// The next step for the response bytes in `bytes` (the start of upstream's input).
+    /// The next step for the response bytes in `bytes`: while a head is read, the bytes after those `responseHead`
+    /// holds (`responseHead.nextPeek`); in the body, the start of upstream's input.
     mutating func nextResponseStep(_ bytes: ArraySlice<UInt8>) -> ResponseStep {
         guard var body = responseBody else {
             let parsed: (head: ResponseHead, length: Int)?
-            do { parsed = try ResponseHead.parse(Array(bytes.prefix(Self.maxResponseHead + 4))) } catch {
+            do { parsed = try responseHead.response(adding: bytes) } catch {
                 return .malformedHead(error.detail)
             }
             guard let (head, length) = parsed else { return .wait }
@@ -122,8 +125,10 @@ extension ConnectionMachine {
         }
         var rest = bytes[...]
         while phase == .exchanging, exchange != nil {
+            let headBefore = exchange!.responseStarted ? nil : exchange!.responseHead.bytes.count
             switch exchange!.nextResponseStep(rest) {
             case .wait:
+                if headBefore == 0, exchange!.responseHead.bytes.count > 0 { responseHeadBegan(&out) }
                 return
             case .malformedHead(let detail):
                 refuse(502, "upstream sent a malformed response: \(detail)", &out)
@@ -138,9 +143,13 @@ extension ConnectionMachine {
             case .head(let head, let length, let interim):
                 out.append(.consume(.upstream, length))
                 consumeBuffered(.upstream, length)
-                rest = rest.dropFirst(length)
+                responseHeadEnded(&out)
                 if !interim || exchange!.clientVersion == "HTTP/1.1" { out.append(.write(.client, HTTPWriter.bytes(of: head))) }
-                if !interim, exchange!.responseBody!.isComplete { finishExchange(&out) }   // no body (204, 304, HEAD)
+                if !interim, exchange!.responseBody!.isComplete { finishExchange(&out); return }   // no body (204, 304, HEAD)
+                // What follows the head is read afresh from the start of the input: the head's reader saw only a
+                // window of it.
+                peekAfterResponseHead(&out)
+                return
             case .body(let count):
                 moveExchangeBytes(from: .upstream, count, &out)
                 rest = rest.dropFirst(count)

@@ -67,11 +67,23 @@ public enum RequestHeadParser {
     {
         let buffer = Array(bytes.prefix(limit + 4))
         guard let end = headEnd(buffer) else {
-            if buffer.count > limit { throw .tooLarge(limit: limit) }
-            // A first byte that cannot start a method is malformed right away (a TLS ClientHello sent to a proxy, say).
-            if let first = buffer.first, !isTokenByte(first) { throw .malformed("request does not start with a method") }
+            try checkIncomplete(buffer, limit: limit)
             return nil
         }
+        return try parse(buffer, end: end, limit: limit)
+    }
+
+    /// Throws when a head whose blank line has not arrived can already never be valid.
+    static func checkIncomplete(_ buffer: [UInt8], limit: Int) throws(RequestHeadError) {
+        if buffer.count > limit { throw .tooLarge(limit: limit) }
+        // A first byte that cannot start a method is malformed right away (a TLS ClientHello sent to a proxy, say).
+        if let first = buffer.first, !isTokenByte(first) { throw .malformed("request does not start with a method") }
+    }
+
+    /// Parses the head that ends at `end` (from `headEnd`).
+    static func parse(_ buffer: [UInt8], end: (contentEnd: Int, headLength: Int), limit: Int)
+        throws(RequestHeadError) -> (head: RequestHead, length: Int)
+    {
         if end.headLength > limit { throw .tooLarge(limit: limit) }
         let lines = splitLines(buffer[..<end.contentEnd])
         guard let requestLine = lines.first, !requestLine.isEmpty else { throw .malformed("empty request line") }
@@ -110,9 +122,10 @@ public enum RequestHeadParser {
         return headers
     }
 
-    /// Finds the blank line: CRLFCRLF (or bare LFLF, which RFC 9112 lets a recipient accept).
-    static func headEnd(_ b: [UInt8]) -> (contentEnd: Int, headLength: Int)? {
-        var i = 0
+    /// Finds the blank line: CRLFCRLF (or bare LFLF, which RFC 9112 lets a recipient accept), looking at line ends
+    /// from `start` on.
+    static func headEnd(_ b: [UInt8], from start: Int = 0) -> (contentEnd: Int, headLength: Int)? {
+        var i = start
         while i < b.count {
             if b[i] == 0x0A {
                 if i + 1 < b.count, b[i + 1] == 0x0A { return (i, i + 2) }

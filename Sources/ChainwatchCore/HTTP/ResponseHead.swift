@@ -22,10 +22,22 @@ public struct ResponseHead: Sendable {
     {
         let buffer = Array(bytes.prefix(limit + 4))
         guard let end = RequestHeadParser.headEnd(buffer) else {
-            if buffer.count > limit { throw .tooLarge(limit: limit) }
-            if buffer.count >= 5, !buffer.starts(with: "HTTP/".utf8) { throw .malformed("response does not start with HTTP/") }
+            try checkIncomplete(buffer, limit: limit)
             return nil
         }
+        return try parse(buffer, end: end, limit: limit)
+    }
+
+    /// Throws when a head whose blank line has not arrived can already never be valid.
+    static func checkIncomplete(_ buffer: [UInt8], limit: Int) throws(RequestHeadError) {
+        if buffer.count > limit { throw .tooLarge(limit: limit) }
+        if buffer.count >= 5, !buffer.starts(with: "HTTP/".utf8) { throw .malformed("response does not start with HTTP/") }
+    }
+
+    /// Parses the head that ends at `end` (from `RequestHeadParser.headEnd`).
+    static func parse(_ buffer: [UInt8], end: (contentEnd: Int, headLength: Int), limit: Int)
+        throws(RequestHeadError) -> (head: ResponseHead, length: Int)
+    {
         let lines = RequestHeadParser.splitLines(buffer[..<end.contentEnd])
         guard let statusLine = lines.first, statusLine.starts(with: "HTTP/1.".utf8), statusLine.count >= 12 else {
             throw .malformed("bad status line")

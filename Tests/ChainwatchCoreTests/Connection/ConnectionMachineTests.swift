@@ -24,7 +24,7 @@ import Testing
     @Test func connectRequestResolvesConnectsAndAnswers200() {
         var m = ConnectionMachine(limits: ConnectionLimits())
         #expect(m.handle(.started) == [.schedule(milliseconds: 10_000), .setReading(.client, true)])
-        #expect(m.handle(.readable(.client, buffered: Self.connect.count)) == [.peek(.client, max: RequestHeadParser.defaultLimit + 4)])
+        #expect(m.handle(.readable(.client, buffered: Self.connect.count)) == [.peek(.client, from: 0, max: RequestHeadParser.defaultLimit + 4)])
         let parsed = m.handle(.peeked(.client, Self.connect))
         #expect(parsed.first == .consume(.client, Self.connect.count))
         #expect(parsed.contains(.setReading(.client, false)))
@@ -205,7 +205,7 @@ import Testing
     @Test func halfClosesPassEachWayThenClose() {
         var m = Self.established()
         _ = m.handle(.decided(.release))
-        #expect(m.handle(.endOfStream(.client)) == [.setReading(.client, false), .shutdownWrite(.upstream)])
+        #expect(m.handle(.endOfStream(.client)) == [.setReading(.client, false), .shutdownWrite(.upstream), .schedule(milliseconds: 30_000)])
         #expect(m.phase == .relaying)
         _ = m.handle(.readable(.upstream, buffered: 10))
         _ = m.handle(.queued(.client, 10))
@@ -219,8 +219,22 @@ import Testing
         _ = m.handle(.readable(.client, buffered: 100))
         _ = m.handle(.inspected(.client))
         _ = m.handle(.queued(.upstream, 100))
-        #expect(m.handle(.endOfStream(.client)) == [.setReading(.client, false)])
+        #expect(m.handle(.endOfStream(.client)) == [.setReading(.client, false), .schedule(milliseconds: 30_000)])
         #expect(m.handle(.drained(.upstream, queued: 0)) == [.shutdownWrite(.upstream)])
+    }
+
+    /// A client that half-closes while its upstream never answers held both sockets (its own in CLOSE-WAIT) for
+    /// the whole idle timeout; once one side has ended, the half-closed timeout applies.
+    @Test func aHalfClosedTunnelClosesAfterTheShorterTimeout() {
+        var m = Self.established()
+        _ = m.handle(.decided(.release))
+        #expect(m.handle(.endOfStream(.client)).last == .schedule(milliseconds: 30_000))
+        #expect(m.handle(.timerFired(idleMilliseconds: 10_000)) == [.schedule(milliseconds: 20_000)])
+        #expect(m.handle(.timerFired(idleMilliseconds: 30_000)) == [.log(.info, "idle for 30 s, closing"), .cancelTimer, .close(resetting: [])])
+
+        var open = Self.established()   // both sides open: the idle timeout
+        _ = open.handle(.decided(.release))
+        #expect(open.handle(.timerFired(idleMilliseconds: 30_000)) == [.schedule(milliseconds: 270_000)])
     }
 
     @Test func aResetIsPassedOnAsAReset() {

@@ -18,6 +18,31 @@ import Testing
         return (m, connected)
     }
 
+    /// Plays the executor for upstream bytes `bytes` arriving at once: answers each peek from a buffer that
+    /// consumes and relays drain, until the machine asks for nothing more. Every action, in order.
+    static func deliver(_ bytes: [UInt8], to m: inout ConnectionMachine) -> [ConnectionMachine.Action] {
+        var buffer = bytes
+        var all: [ConnectionMachine.Action] = []
+        var pending = m.handle(.readable(.upstream, buffered: buffer.count))
+        while !pending.isEmpty {
+            all += pending
+            var next: [ConnectionMachine.Action] = []
+            for action in pending {
+                switch action {
+                case .consume(.upstream, let n), .relay(from: .upstream, let n, _):
+                    buffer.removeFirst(min(n, buffer.count))
+                case .peek(.upstream, let from, let max):
+                    let end = min(buffer.count, from + max)
+                    next += m.handle(.peeked(.upstream, from < end ? Array(buffer[from..<end]) : []))
+                default:
+                    break
+                }
+            }
+            pending = next
+        }
+        return all
+    }
+
     @Test func requestHeadIsRewrittenAndSent() {
         let (m, out) = Self.forwarding()
         #expect(m.phase == .exchanging)
@@ -32,8 +57,7 @@ import Testing
     @Test func responseIsForwardedAndTheConnectionKeptAlive() {
         var (m, _) = Self.forwarding()
         let response = Self.bytes("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-        _ = m.handle(.readable(.upstream, buffered: response.count))
-        let out = m.handle(.peeked(.upstream, response))
+        let out = Self.deliver(response, to: &m).filter { if case .peek = $0 { false } else { true } }
         let headLength = response.count - 5
         #expect(out.first == .consume(.upstream, headLength))
         guard case .write(.client, let head) = out.dropFirst().first else { Issue.record("no head: \(out)"); return }
@@ -80,7 +104,7 @@ import Testing
         _ = m.handle(.readable(.client, buffered: 40))   // the next request, already here
         _ = m.handle(.readable(.upstream, buffered: response.count))
         let out = m.handle(.peeked(.upstream, response))
-        #expect(out.last == .peek(.client, max: RequestHeadParser.defaultLimit + 4))
+        #expect(out.last == .peek(.client, from: 0, max: RequestHeadParser.defaultLimit + 4))
     }
 
     @Test func closeFramedResponseEndsTheConnection() {
@@ -121,8 +145,29 @@ import Testing
         #expect(one == [.consume(.upstream, interim.count)])   // an HTTP/1.0 client gets no interim head
         var flood: [UInt8] = []
         for _ in 0..<9 { flood += interim }
-        let out = m.handle(.peeked(.upstream, flood))
+        let out = Self.deliver(flood, to: &m)
         #expect(out.suffix(2) == [.cancelTimer, .close(resetting: [.client])])
+    }
+
+    /// A response head dripped a byte at a time reset the idle timer with each byte; once begun, it must be complete
+    /// within the request timeout. A server still computing (no byte yet) gets the idle timeout.
+    @Test func aBegunResponseHeadHasADeadline() {
+        var (m, _) = Self.forwarding()
+        #expect(m.handle(.timerFired(idleMilliseconds: 100_000)) == [.schedule(milliseconds: 200_000)], "no byte yet: idle rules")
+        let start = Self.bytes("HTTP/1.1 200 OK\r\n")
+        _ = m.handle(.readable(.upstream, buffered: start.count))
+        #expect(m.handle(.peeked(.upstream, start)) == [.schedule(milliseconds: 10_000)])
+        #expect(m.handle(.readable(.upstream, buffered: start.count + 1)) == [.peek(.upstream, from: start.count, max: ExchangeMachine.maxResponseHead + 4 - start.count)])
+        _ = m.handle(.peeked(.upstream, Self.bytes("X")))
+        let out = m.handle(.timerFired(idleMilliseconds: 0))
+        #expect(out.contains(.refused(status: 504, reason: "upstream response head not complete within 10 s of its first byte")))
+
+        var (done, _) = Self.forwarding()
+        _ = done.handle(.peeked(.upstream, start))
+        let rest = Self.bytes("Content-Length: 10\r\n\r\n")
+        _ = done.handle(.readable(.upstream, buffered: start.count + rest.count))
+        #expect(done.handle(.peeked(.upstream, rest)).contains(.schedule(milliseconds: 300_000)), "a complete head: the idle timer again")
+        #expect(done.handle(.timerFired(idleMilliseconds: 20_000)) == [.schedule(milliseconds: 280_000)])
     }
 
     @Test func chunkedRequestBodyIsForwardedAndAMalformedOneIs400() {
