@@ -35,6 +35,9 @@ public final class AlertWriter: @unchecked Sendable {
         self.maxPendingBytes = maxPendingBytes
         self.logger = logger
         fd = try Self.open(path)
+        // A file size limit (`ulimit -f`, LimitFSIZE=) then fails a write with EFBIG, reported and retried like a full
+        // disk, instead of killing the proxy.
+        signal(SIGXFSZ, SIG_IGN)
         let thread = Thread { [self] in run() }
         thread.name = "chainwatch-alerts"
         self.thread = thread
@@ -183,6 +186,7 @@ public final class AlertWriter: @unchecked Sendable {
         var text = lines.joined(separator: "\n")
         text += "\n"
         var bytes = Array(text.utf8)[...]
+        let start = lseek(fd, 0, SEEK_END)   // where this write begins (appending); -1 for a pipe
         while !bytes.isEmpty {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
@@ -190,9 +194,7 @@ public final class AlertWriter: @unchecked Sendable {
                 let message = String(cString: strerror(n < 0 ? errno : EIO))
                 if !failing { logger.error("alert log \(path): write failed: \(message); keeping alerts in memory and retrying") }
                 failing = true
-                // Lines wholly unwritten are kept; a partly written line is completed first to keep the file line-aligned.
-                let writtenCount = text.utf8.count - bytes.count
-                return remainingLines(lines, afterBytes: writtenCount)
+                return unwrittenLines(lines, afterBytes: text.utf8.count - bytes.count, fileOffset: start)
             }
             bytes = bytes.dropFirst(n)
         }
@@ -201,16 +203,19 @@ public final class AlertWriter: @unchecked Sendable {
         return []
     }
 
-    private func remainingLines(_ lines: [String], afterBytes written: Int) -> [String] {
+    /// The lines a failed write left to write, after `written` bytes of them reached the file at `fileOffset`. A
+    /// line written in part is cut off the file again, so the file ends at a line's end and the whole line is
+    /// written later, to this file or, after a rotation, to the next: a line split across the two files was
+    /// two broken records. Where the file cannot be cut (a pipe), the rest of the line is kept as its own record.
+    private func unwrittenLines(_ lines: [String], afterBytes written: Int, fileOffset: Int) -> [String] {
         var offset = 0
         for (i, line) in lines.enumerated() {
             let end = offset + line.utf8.count + 1
             if end > written {
-                if offset < written {   // partial line on disk: finish it, as its own record
-                    let tail = String(decoding: Array(line.utf8).dropFirst(written - offset), as: UTF8.self)
-                    return [tail] + lines[(i + 1)...]
-                }
-                return Array(lines[i...])
+                guard offset < written else { return Array(lines[i...]) }
+                if fileOffset >= 0, ftruncate(fd, off_t(fileOffset + offset)) == 0 { return Array(lines[i...]) }
+                let tail = String(decoding: Array(line.utf8).dropFirst(written - offset), as: UTF8.self)
+                return [tail] + lines[(i + 1)...]
             }
             offset = end
         }

@@ -21,7 +21,7 @@ BIN = os.environ.get("CHAINWATCH_BIN", str(ROOT / ".build/release/chainwatch"))
 class Proxy:
     """A running chainwatch process."""
 
-    def __init__(self, args, tmp, listen_host="127.0.0.1", max_files=None, env=None):
+    def __init__(self, args, tmp, listen_host="127.0.0.1", max_files=None, env=None, max_file_bytes=None):
         self.port = free_port(listen_host)
         self.host = listen_host
         self.log_path = pathlib.Path(tmp) / f"chainwatch-{self.port}.log"
@@ -32,10 +32,13 @@ class Proxy:
         self.args = [BIN, "run", "--listen", f"{bracketed}:{self.port}", "--log-level", "info", *args]
         self.log = open(self.log_path, "wb")
         limit = None
-        if max_files is not None:   # RLIMIT_NOFILE for the proxy alone, to run it out of descriptors
+        if max_files is not None or max_file_bytes is not None:
             import resource
             def limit():
-                resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+                if max_files is not None:   # RLIMIT_NOFILE for the proxy alone, to run it out of descriptors
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+                if max_file_bytes is not None:   # RLIMIT_FSIZE: a file that fills up, a full disk for one process
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit,
                                      env=None if env is None else {**os.environ, **env})
         try:

@@ -364,6 +364,46 @@ def test_full_disk_for_the_alert_log_is_reported(tmp_path, pki):
         p.stop()
 
 
+def test_a_line_cut_by_a_full_disk_is_not_split_across_a_rotation(tmp_path, pki):
+    """A write that fills the disk part-way through a line left that part in the file and kept the rest as its own
+    record: rotated then, the old file ended in half a line and the new one began with the other half, two broken
+    records. The part written is cut off again, so each file ends at a line's end and the whole line goes to the
+    new file. The disk fills here by RLIMIT_FSIZE: writes past it fail with EFBIG, the first one short."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 genuine.test\n")
+    log = tmp_path / "alerts.jsonl"
+    args = ["--policy", str(write_policy(tmp_path, pki, "alert")), "--hosts", str(hosts), "--alert-log", str(log)]
+    first = serve(pki, "expired", "1.2")
+    second = serve(pki, "expired", "1.2")
+    p = Proxy(args, tmp_path, max_file_bytes=3000)   # room for one line (about 2 KB) and part of the next
+    p.alert_log = log
+    try:
+        curl(p, "genuine.test", first.port, "1.2")
+        assert len(alert_lines(p, first.port)) == 1
+        size = log.stat().st_size
+        assert 1500 < size < 3000, f"a line of {size} bytes does not fit the test's arithmetic"
+        curl(p, "genuine.test", second.port, "1.2")
+        deadline = time.monotonic() + 5
+        while "write failed" not in p.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "File too large" in p.output()
+        assert log.stat().st_size == size, "the part of the second line that was written is cut off again"
+        rotated = tmp_path / "rotated.jsonl"
+        log.rename(rotated)
+        os.kill(p.pid, 10)   # SIGUSR1: reopen; the writer retries each second
+        assert [l["destination"]["port"] for l in alert_lines(p, second.port)] == [second.port]
+        assert p.stop() == 0
+        old = [json.loads(raw) for raw in rotated.read_text().splitlines()]
+        new = [json.loads(raw) for raw in log.read_text().splitlines()]
+        assert [l["destination"]["port"] for l in old] == [first.port]
+        assert [l["destination"]["port"] for l in new] == [second.port]
+        assert rotated.read_text().endswith("\n") and log.read_text().endswith("\n")
+    finally:
+        first.close()
+        second.close()
+        p.stop()
+
+
 def test_bad_policy_file_is_refused_with_file_line_and_problem(tmp_path):
     from conftest import BIN
     bad = tmp_path / "bad.yaml"
