@@ -52,7 +52,9 @@ final class Worker: @unchecked Sendable {
         nextID += 1
         let tunnel = ProxyConnection(id: nextID, worker: self, client: connection, clientAddress: peer)
         tunnels[tunnel.id] = tunnel
-        if open > configuration.maxConnections {
+        // Probe handshakes hold sockets too: a client that opens and drops tunnels leaves each one's probe running
+        // (1 500 probes were in flight under --max-connections 50), so they count against the limit.
+        if open + inspector.prober.inFlight > configuration.maxConnections {
             // Before start(): its request (already here, see Listener) must not be parsed, let alone connected to.
             tunnel.refuseAtOnce(status: 503, reason: "connection limit reached (\(configuration.maxConnections))")
         } else {

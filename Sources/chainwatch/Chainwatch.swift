@@ -79,7 +79,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("allow-port"), help: "A port CONNECT and plain HTTP may reach (repeatable; default: any).")
     var allowPort: [UInt16] = []
 
-    @Option(name: .customLong("max-connections"), help: "Most client connections open at once; more get 503.")
+    @Option(name: .customLong("max-connections"), help: "Most connections open at once, client connections and probe handshakes together; more clients get 503.")
     var maxConnections = 10_000
 
     @Option(name: .customLong("connect-timeout"), help: "Seconds to connect upstream before 504.")
@@ -146,7 +146,7 @@ struct Run: ParsableCommand {
             let cache = VerdictCache()
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
-            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: maxProbes)
+            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: min(maxProbes, maxConnections))
             let known = try intermediates.map { try certificates(inPEMFile: $0, option: "--intermediates") } ?? []
             inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, logger: logger,
                                   intermediates: IntermediatePool(loaded: known))

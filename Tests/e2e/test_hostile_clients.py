@@ -1,6 +1,7 @@
 """Issue 12's findings on the client and operator side, each a regression test: a second instance on a port in use,
 head parsing that is linear in the head's length and bounded in time, half-closed clients."""
 import socket
+import ssl
 import subprocess
 import time
 
@@ -113,5 +114,63 @@ def test_a_half_closed_tunnel_with_traffic_stays_open(start_proxy):
             got += chunk
         assert got == b"01234567"   # 2.4 s of traffic through a 1 s half-closed timeout
         s.close()
+    finally:
+        server.close()
+
+
+def tls13_server_hello():
+    """A TLS 1.3 ServerHello record (supported_versions 1.3, an X25519 key share): enough for the proxy to see TLS
+    1.3 and start its probe; the client cannot finish a handshake with it."""
+    extensions = b"\x00\x2b\x00\x02\x03\x04" + b"\x00\x33\x00\x24\x00\x1d\x00\x20" + b"\x07" * 32
+    body = b"\x03\x03" + b"\x42" * 32 + b"\x00" + b"\x13\x01" + b"\x00" + len(extensions).to_bytes(2, "big") + extensions
+    message = b"\x02" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x03" + len(message).to_bytes(2, "big") + message
+
+
+def test_probe_handshakes_count_against_max_connections(start_proxy, tmp_path):
+    """A client that opens tunnels and leaves leaves each one's probe running (the prober keeps a handshake until it
+    ends), and probes did not count: 1 500 were in flight under --max-connections 50. Now each running probe takes
+    a connection slot. The upstream answers each tunnel's ClientHello with a TLS 1.3 ServerHello (the proxy then
+    probes, under the built-in alert policy, without holding the tunnel) and never answers a probe, which waits out
+    --probe-timeout. Connections alternate strictly: a tunnel's, then its probe's."""
+    accepted = []
+
+    def handler(conn):
+        accepted.append(1)
+        if len(accepted) % 2 == 1:   # a tunnel's connection
+            conn.recv(65536)
+            conn.sendall(tls13_server_hello())   # and closes: the tunnel ends with its client
+        else:                        # its probe
+            time.sleep(8)
+    server = TCPServer(handler)
+    names = [f"h{i}.test" for i in range(3)]
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 " + " ".join(names + ["late.test"]) + "\n")
+    try:
+        p = start_proxy("--hosts", str(hosts), "--max-connections", "3", "--probe-timeout", "4")
+        context = ssl.create_default_context()
+        context.minimum_version = ssl.TLSVersion.TLSv1_3
+        for i, name in enumerate(names):
+            s, status, _ = connect_via(p.port, f"{name}:{server.port}")
+            assert status == 200, f"tunnel {i}"
+            tls = context.wrap_socket(s, server_hostname=name, do_handshake_on_connect=False)
+            tls.settimeout(2)
+            try:
+                tls.do_handshake()
+            except (socket.timeout, ssl.SSLError, OSError):
+                pass   # the ServerHello is not one it can use
+            tls.close()
+            deadline = time.monotonic() + 3
+            while len(accepted) < 2 * (i + 1) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(accepted) == 2 * (i + 1), "the proxy did not probe"
+            time.sleep(0.3)   # the tunnel closes; its probe still waits on the upstream
+        s, got, _, body = connect_via(p.port, f"late.test:{server.port}", early=True)
+        s.close()
+        assert got == 503 and b"connection limit" in body, (got, body)
+        time.sleep(4.5)   # the probes time out and free their slots
+        s, status, _ = connect_via(p.port, f"late.test:{server.port}")
+        s.close()
+        assert status == 200
     finally:
         server.close()

@@ -92,6 +92,9 @@ public final class Prober: Sendable {
         }
     }
 
+    /// Handshakes running now. Each holds a socket, so the proxy counts them against `--max-connections`.
+    public var inFlight: Int { table.withLock { $0.inFlight } }
+
     /// Whether a result for `key` is cached and not expired (a probe for it would be answered at once).
     public func hasResult(for key: ProbeKey) -> Bool {
         let time = now()
