@@ -85,6 +85,33 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The addresses (4 or 16 bytes) of the host's interfaces, from getifaddrs(3); empty when it fails.
+    public static func localAddresses() -> [[UInt8]] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0 else { return [] }
+        defer { freeifaddrs(list) }
+        var found: [[UInt8]] = []
+        var entry = list
+        while let current = entry {
+            if let sa = current.pointee.ifa_addr {
+                switch Int32(sa.pointee.sa_family) {
+                case AF_INET:
+                    sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { v4 in
+                        found.append(withUnsafeBytes(of: v4.pointee.sin_addr) { Array($0) })
+                    }
+                case AF_INET6:
+                    sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
+                        found.append(withUnsafeBytes(of: v6.pointee.sin6_addr) { Array($0) })
+                    }
+                default:
+                    break
+                }
+            }
+            entry = current.pointee.ifa_next
+        }
+        return found
+    }
+
     /// The raw address bytes (4 or 16), for CIDR matching.
     public var addressBytes: [UInt8] {
         withUnsafeBytes(of: storage) { raw in

@@ -45,9 +45,11 @@ public struct ProxyConfiguration: Sendable {
     }
 
     /// Which resolved addresses requests may reach (built once per worker).
+    /// A wildcard listener answers on every interface: each one's address is the proxy too (read now: call once).
     public var destinationPolicy: DestinationPolicy {
-        DestinationPolicy(listenAddress: listen.addressBytes, listenPort: listen.port, deny: deniedDestinations,
-                          allow: allowedDestinations)
+        let wildcard = listen.addressBytes.allSatisfy { $0 == 0 }
+        return DestinationPolicy(listenAddress: listen.addressBytes, listenPort: listen.port, deny: deniedDestinations,
+                                 allow: allowedDestinations, localAddresses: wildcard ? SocketAddress.localAddresses() : [])
     }
 
     /// Parsed once, not per accepted connection.

@@ -28,6 +28,15 @@ private func bytes(_ text: String) -> [UInt8] { IPAddressText.parse(text)! }
         #expect(onLoopback.refusal(address: bytes("127.0.0.1"), port: 3128) == "the proxy itself")
         #expect(onLoopback.refusal(address: bytes("::ffff:127.0.0.1"), port: 3128) == "the proxy itself")
         #expect(serving.refusal(address: bytes("127.0.0.5"), port: 3128) == "the proxy itself")
+        // A wildcard listener answers on the host's other addresses too: a CONNECT to one of them nested a tunnel.
+        let wildcard = DestinationPolicy(listenAddress: bytes("::"), listenPort: 3128,
+                                         localAddresses: [bytes("192.0.2.2"), bytes("fd00::2")])
+        #expect(wildcard.refusal(address: bytes("192.0.2.2"), port: 3128) == "the proxy itself")
+        #expect(wildcard.refusal(address: bytes("::ffff:192.0.2.2"), port: 3128) == "the proxy itself")
+        #expect(wildcard.refusal(address: bytes("fd00::2"), port: 3128) == "the proxy itself")
+        #expect(wildcard.refusal(address: bytes("192.0.2.2"), port: 443) == nil, "other ports of the host stay reachable")
+        #expect(wildcard.refusal(address: bytes("192.0.2.3"), port: 3128) == nil)
+        #expect(serving.refusal(address: bytes("192.0.2.2"), port: 3128) == nil, "not a local address of this policy")
         let exempt = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128, allow: [CIDR("127.0.0.0/8")!])
         #expect(exempt.refusal(address: bytes("127.0.0.1"), port: 3128) == "the proxy itself")
     }

@@ -13,6 +13,14 @@ struct SocketAddressTests {
         #expect(address.description == description)
     }
 
+    /// A wildcard listener's own addresses: the host's interfaces, loopback among them, as the kernel lists them
+    /// (`ip -o addr` shows the same on this machine).
+    @Test func localAddressesHoldLoopback() {
+        let local = SocketAddress.localAddresses()
+        #expect(local.contains([127, 0, 0, 1]))
+        #expect(local.allSatisfy { $0.count == 4 || $0.count == 16 })
+    }
+
     @Test func addressWithItsOwnPortKeepsIt() throws {
         #expect(try #require(SocketAddress(numeric: "1.2.3.4:80", port: 443)).port == 80)
         #expect(try #require(SocketAddress(numeric: "[::1]:8443")).description == "[::1]:8443")

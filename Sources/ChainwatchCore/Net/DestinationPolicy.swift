@@ -33,17 +33,22 @@ public struct DestinationPolicy: Sendable {
     /// The proxy's listening address (4 or 16 bytes) and port.
     public var ownAddress: [UInt8]
     public var ownPort: UInt16
+    /// For a wildcard listener: the host's interface addresses, each of them the proxy too.
+    public var localAddresses: [[UInt8]]
 
     /// - Parameters:
     ///   - listen: the proxy's own address and port; a loopback one leaves loopback destinations allowed.
     ///   - deny: networks refused beyond the defaults; `allow`: networks exempted from them (not from the proxy itself).
-    public init(listenAddress: [UInt8], listenPort: UInt16, deny: [CIDR] = [], allow: [CIDR] = []) {
+    ///   - localAddresses: the host's addresses, where a wildcard listener also answers.
+    public init(listenAddress: [UInt8], listenPort: UInt16, deny: [CIDR] = [], allow: [CIDR] = [],
+                localAddresses: [[UInt8]] = []) {
         let listensOnLoopback = Self.loopback.contains { $0.network.contains(listenAddress) }
         denied = Self.defaultDenied + (listensOnLoopback ? [] : Self.loopback)
             + deny.map { Range(network: $0, why: "denied by --deny-destination") }
         allowed = allow
         ownAddress = listenAddress
         ownPort = listenPort
+        self.localAddresses = localAddresses.map(Self.unmapped)
     }
 
     /// Why `address`:`port` may not be reached; nil when it may.
@@ -54,12 +59,13 @@ public struct DestinationPolicy: Sendable {
         return range.why
     }
 
-    /// Whether `address` is where the proxy listens: its own address, or, for a wildcard listener, any loopback or
-    /// unspecified address (other local addresses are not enumerated).
+    /// Whether `address` is where the proxy listens: its own address, or, for a wildcard listener, any loopback,
+    /// unspecified or local address (one of the host's interfaces, as they were at start).
     private func isOwn(_ address: [UInt8]) -> Bool {
         let v4 = Self.unmapped(address), own = Self.unmapped(ownAddress)
         if v4 == own { return true }
         guard own.allSatisfy({ $0 == 0 }) else { return false }
+        if localAddresses.contains(v4) { return true }
         return (Self.loopback + Self.defaultDenied.filter { $0.why == "unspecified" }).contains { $0.network.contains(address) }
     }
 
