@@ -25,6 +25,8 @@
 #include <event2/dns.h>
 #include <event2/util.h>
 #include <event2/thread.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
 /// `evutil_socket_t` is a macro-free typedef, but EV_* flag combinations are not importable as one value.
 static const short c_libevent_EV_READ_WRITE = EV_READ | EV_WRITE;

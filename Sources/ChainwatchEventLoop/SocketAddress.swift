@@ -121,6 +121,11 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { family == AF_INET6 ? "[\(ip)]:\(port)" : "\(ip):\(port)" }
 
+    /// connect(2)s a blocking socket to this address; false with errno set when it fails.
+    public func connect(_ fd: Int32) -> Bool {
+        withSockaddr { sa, len in Glibc.connect(fd, sa, len) } == 0
+    }
+
     func withSockaddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         var copy = storage
         return withUnsafePointer(to: &copy) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) } }

@@ -33,6 +33,7 @@ public final class SplicePump {
     private var sourceEnded = false
     private var isOpen = true
     private let onEnd: (End) -> Void
+    private let onMoved: (Int) -> Void
     /// The loop's cached time (ms since the epoch) at the pump's last wakeup.
     public private(set) var lastActivityMilliseconds: Int64 = 0
 
@@ -48,13 +49,16 @@ public final class SplicePump {
     static let roundsPerWakeup = 8
 
     /// Makes the pipe and events, or returns nil (out of descriptors, say): the caller keeps copying instead.
-    /// `onEnd` is called once, on the loop's thread.
-    public init?(loop: EventLoop, from source: Connection, to destination: Connection, onEnd: @escaping (End) -> Void) {
+    /// `onMoved` gets the bytes delivered to the destination, once per wakeup that moved any; `onEnd` is called
+    /// once. Both on the loop's thread.
+    public init?(loop: EventLoop, from source: Connection, to destination: Connection,
+                 onMoved: @escaping (Int) -> Void = { _ in }, onEnd: @escaping (End) -> Void) {
         guard let sourceFD = source.fd, let destinationFD = destination.fd else { return nil }
         self.loop = loop
         self.source = sourceFD
         self.destination = destinationFD
         self.onEnd = onEnd
+        self.onMoved = onMoved
         var fds: (Int32, Int32) = (-1, -1)
         let made = withUnsafeMutableBytes(of: &fds) {
             c_libevent_pipe2($0.baseAddress!.assumingMemoryBound(to: Int32.self), O_NONBLOCK | O_CLOEXEC)
@@ -92,12 +96,15 @@ public final class SplicePump {
         guard isOpen else { return }
         lastActivityMilliseconds = loop.cachedMilliseconds
         let flags = c_libevent_SPLICE_F_MOVE | c_libevent_SPLICE_F_NONBLOCK
+        var moved = 0
+        defer { if moved > 0 { onMoved(moved) } }
         for _ in 0..<Self.roundsPerWakeup {
             // Empty the pipe first: the source is read only into an empty pipe, so EAGAIN there means "no data".
             while inPipe > 0 {
                 let n = c_libevent_splice(pipeRead, destination, inPipe, flags)
                 if n > 0 {
                     inPipe -= n
+                    moved += n
                     continue
                 }
                 let e = errno

@@ -20,6 +20,15 @@ public enum Digest {
         return digest
     }
 
+    /// Plain SHA-256 of `bytes` (what `sha256sum` prints for a file).
+    public static func sha256(_ bytes: [UInt8]) throws(OpenSSLError) -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: 32)
+        var size: UInt32 = 0
+        let done = bytes.withUnsafeBytes { EVP_Digest($0.baseAddress, $0.count, &digest, &size, EVP_sha256(), nil) }
+        guard done == 1, size == 32 else { throw .drainingQueue(call: "EVP_Digest") }
+        return digest
+    }
+
     /// What keys a verdict: the certificates as presented and the OCSP response stapled with them, framed so that
     /// no chain with a staple digests like a chain of other certificates (the count comes first).
     public static func sha256(chain: [[UInt8]], stapled: [UInt8]?) throws(OpenSSLError) -> [UInt8] {

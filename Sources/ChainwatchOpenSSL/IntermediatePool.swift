@@ -19,6 +19,7 @@ public final class IntermediatePool: Sendable {
         var learnedOrder: [[UInt8]] = []
     }
     private let state = Mutex(State())
+    private let completions = Atomic<Int>(0)
 
     /// - Parameter loaded: known intermediates (kept for the process's life; CAs only, others are ignored).
     public init(capacity: Int = 1024, loaded: [Certificate] = []) {
@@ -29,6 +30,8 @@ public final class IntermediatePool: Sendable {
     }
 
     public var count: Int { state.withLock { $0.byDigest.count } }
+    /// Paths the pool completed: chains that missed an issuer and validated with one of its certificates.
+    public var completed: Int { completions.load(ordering: .relaxed) }
     /// The certificate with this SHA-256, if the pool holds it.
     public func certificate(digest: [UInt8]) -> Certificate? { state.withLock { $0.byDigest[digest] } }
 
@@ -54,7 +57,10 @@ public final class IntermediatePool: Sendable {
             if !candidates.isEmpty {
                 let retried = PathValidator.validate(decoded: presented, presentedCount: chain.count, store: store,
                                                      at: time, extraUntrusted: candidates)
-                if retried.error == nil { result = retried }
+                if retried.error == nil {
+                    result = retried
+                    completions.add(1, ordering: .relaxed)
+                }
             }
         }
         if result.error == nil { learn(from: result, presented: presented) }

@@ -23,6 +23,8 @@ public final class AlertWriter: @unchecked Sendable {
     private var stopping = false
     private var droppedSinceReport = 0
     private var writtenTotal = 0
+    private var droppedTotal = 0
+    private var failedWrites = 0
     private var drained = true
     // Writer thread only:
     private var fd: Int32 = -1
@@ -96,6 +98,7 @@ public final class AlertWriter: @unchecked Sendable {
         queue.removeFirst(drop)
         queueBytes -= freed
         droppedSinceReport += drop
+        droppedTotal += drop
     }
 
     /// Reopens the file by its path (after log rotation moved it). Safe from any thread, e.g. a SIGUSR1 handler.
@@ -110,6 +113,12 @@ public final class AlertWriter: @unchecked Sendable {
     public var written: Int {
         condition.lock(); defer { condition.unlock() }
         return writtenTotal
+    }
+
+    /// Lines dropped because the backlog was full while the file could not be written, and writes that failed.
+    public var failures: (dropped: Int, failedWrites: Int) {
+        condition.lock(); defer { condition.unlock() }
+        return (droppedTotal, failedWrites)
     }
 
     /// Writes everything queued, syncs the file and stops the thread. Waits at most `timeout` seconds.
@@ -154,6 +163,7 @@ public final class AlertWriter: @unchecked Sendable {
             condition.lock()
             writtenTotal += lines.count - unwritten.count
             if !unwritten.isEmpty {
+                failedWrites += 1
                 queue.insert(contentsOf: unwritten, at: 0)
                 queueBytes += unwritten.reduce(0) { $0 + $1.utf8.count + 1 }
                 trimQueue()

@@ -30,6 +30,8 @@ final class ProxyConnection: ConnectionDelegate {
     /// The server stream offset up to which the inspection let bytes pass while holding (a HelloRetryRequest).
     private var passedServerBytes = 0
     private var handling = false
+    /// How the connection ends, for the metrics (see `ProxyStats.Counted.closed`).
+    private var outcome = "dropped"
 
     init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress) {
         self.id = id
@@ -90,6 +92,7 @@ final class ProxyConnection: ConnectionDelegate {
     }
 
     private func handle(_ event: ConnectionMachine.Event) {
+        if case .decided(.block) = event { outcome = "blocked" }
         actions.removeAll(keepingCapacity: true)
         machine.handle(event, into: &actions)
         run(actions)   // executing an action never handles an event (they are queued), so `actions` stays put
@@ -137,6 +140,7 @@ final class ProxyConnection: ConnectionDelegate {
         case .consume(let side, let count):
             connection(side)?.input.drain(count)
         case .vet(let request, let requestLine):
+            if case .forward = request { outcome = "http" }
             events.append(.vetted(vet(request, requestLine: requestLine)))
         case .resolve(let authority):
             worker.loop.resolve(host: authority.host, port: authority.port) { [self] result in
@@ -168,6 +172,8 @@ final class ProxyConnection: ConnectionDelegate {
         case .refused(let status, let reason):
             logger.warning("\(status) \(reason)")
             worker.stats.refused.add(1, ordering: .relaxed)
+            worker.stats.count(.response(status: status))
+            outcome = "refused"
         case .startInspection:
             startInspection()
         case .feedInspection(let side, let offset):
@@ -175,6 +181,7 @@ final class ProxyConnection: ConnectionDelegate {
         case .relay(let side, let count, let eager):
             guard let source = connection(side), let destination = connection(side.other) else { return }
             destination.send(count, movingFrom: source.input, eager: eager)
+            worker.stats.bytesCopied.add(count, ordering: .relaxed)
             events.append(.queued(side.other, destination.output.count))
         case .setReading(let side, let on):
             guard let connection = connection(side) else { return }
@@ -223,7 +230,9 @@ final class ProxyConnection: ConnectionDelegate {
 
     private func splice(from side: Side) {
         guard let source = connection(side), let destination = connection(side.other),
-              let pump = SplicePump(loop: worker.loop, from: source, to: destination, onEnd: { [unowned self] end in
+              let pump = SplicePump(loop: worker.loop, from: source, to: destination, onMoved: { [stats = worker.stats] count in
+                  stats.bytesSpliced.add(count, ordering: .relaxed)
+              }, onEnd: { [unowned self] end in
                   self.pumpEnded(side, end)
               }) else {
             events.append(.spliceEnded(from: side, .unavailable))
@@ -257,6 +266,7 @@ final class ProxyConnection: ConnectionDelegate {
         client.close()
         upstream?.close()
         upstream = nil
+        worker.stats.count(.closed(outcome: outcome))
         worker.connectionClosed(self)
     }
 }
@@ -266,6 +276,7 @@ extension ProxyConnection {
 
     private func startInspection() {
         worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
+        outcome = "tunnel"
         guard let snapshot, let target = machine.target, let connectedAddress else { return }
         var facts = facts(for: target)
         facts.upstreamIP = connectedAddress.ip

@@ -1,7 +1,9 @@
 import ChainwatchCore
 import ChainwatchEventLoop
+import ChainwatchOpenSSL
 import Foundation
 import Logging
+import Synchronization
 
 /// The proxy: N worker loops on their own threads, each with a SO_REUSEPORT listener.
 /// `run()` blocks the calling thread (the control thread: signals) until shutdown.
@@ -12,6 +14,8 @@ public final class ProxyServer: @unchecked Sendable {
     private let logger: Logger
     private var workers: [Worker] = []
     private var threads: [Thread] = []
+    /// Whether the server is draining (after SIGTERM): `/readyz` says not ready.
+    public let draining = Atomic<Bool>(false)
 
     public init(configuration: ProxyConfiguration, inspector: Inspector, logger: Logger) {
         self.configuration = configuration
@@ -32,6 +36,7 @@ public final class ProxyServer: @unchecked Sendable {
         for worker in workers {
             finished.enter()
             let thread = Thread { [worker] in
+                worker.threadID.store(UInt(pthread_self()), ordering: .relaxed)
                 worker.loop.run()
                 finished.leave()
             }
@@ -43,6 +48,13 @@ public final class ProxyServer: @unchecked Sendable {
         logger.notice("listening on \(configuration.listen) with \(workers.count) loop(s)")
     }
     private var finished: DispatchGroup?
+
+    /// Per loop: seconds since its last heartbeat (a loop stuck in one callback stops beating) and the CPU seconds
+    /// its thread has used. For the admin listener; safe from any thread.
+    public var loopHealth: [(index: Int, silentMilliseconds: Int64, cpuSeconds: Double?)] {
+        let now = MonotonicClock.milliseconds()
+        return workers.map { ($0.loop.index, now - $0.heartbeat.load(ordering: .relaxed), $0.cpuSeconds) }
+    }
 
     /// Blocks until SIGTERM or SIGINT, then drains: stop accepting, give tunnels the grace period, stop.
     /// `extra` signals run their action on this (control) thread; `every` runs once a second (e.g. `--watch`).
@@ -66,6 +78,7 @@ public final class ProxyServer: @unchecked Sendable {
 
     /// Stops accepting, waits up to the grace period for tunnels to finish, then stops every loop.
     public func shutdown() {
+        draining.store(true, ordering: .relaxed)
         for worker in workers { worker.loop.execute { worker.beginDrain() } }
         let deadline = DispatchTime.now() + .milliseconds(configuration.shutdownGraceMilliseconds)
         if finished?.wait(timeout: deadline) == .timedOut {

@@ -1,7 +1,9 @@
 import ChainwatchCore
 import ChainwatchEventLoop
+import ChainwatchOpenSSL
 import Glibc
 import Logging
+import Synchronization
 
 /// One event loop with its own listener and the tunnels accepted on it. Everything here runs on the loop's thread;
 /// other threads reach it only through `loop.execute`, hence the unchecked Sendable.
@@ -17,6 +19,12 @@ final class Worker: @unchecked Sendable {
     private var tunnels: [UInt64: ProxyConnection] = [:]
     private var nextID: UInt64
     private var draining = false
+    /// The loop's time at its last heartbeat (every second): a loop stuck in one callback stops beating, which
+    /// `/healthz` reports. Read from the admin thread.
+    let heartbeat = Atomic<Int64>(0)
+    private var beat: Timer?
+    /// The loop thread's pthread id, for its CPU time (`pthread_getcpuclockid`); 0 until the thread runs.
+    let threadID = Atomic<UInt>(0)
 
     init(index: Int, configuration: ProxyConfiguration, stats: ProxyStats, inspector: Inspector, logger: Logger) throws {
         loop = try EventLoop(index: index, hostsFile: configuration.hostsFile)
@@ -31,6 +39,22 @@ final class Worker: @unchecked Sendable {
         listener = try Listener(loop: loop, address: configuration.listen) { [unowned self] fd, peer in
             self.accept(fd: fd, peer: peer)
         }
+        heartbeat.store(MonotonicClock.milliseconds(), ordering: .relaxed)
+        beat = Timer(loop: loop, repeating: true) { [unowned self] in
+            heartbeat.store(MonotonicClock.milliseconds(), ordering: .relaxed)
+        }
+        beat?.schedule(milliseconds: 1000)
+    }
+
+    /// Seconds of CPU the loop's thread has used; nil before it runs.
+    var cpuSeconds: Double? {
+        let thread = threadID.load(ordering: .relaxed)
+        guard thread != 0 else { return nil }
+        var clock = clockid_t()
+        guard pthread_getcpuclockid(pthread_t(thread), &clock) == 0 else { return nil }
+        var time = timespec()
+        guard clock_gettime(clock, &time) == 0 else { return nil }
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     private func accept(fd: Int32, peer: SocketAddress) {
@@ -71,6 +95,8 @@ final class Worker: @unchecked Sendable {
     /// Stops accepting; the loop ends when its last tunnel closes (or when the server's grace period ends).
     func beginDrain() {
         draining = true
+        beat?.cancel()
+        beat = nil
         listener?.close()
         listener = nil
         if tunnels.isEmpty { loop.stop() }

@@ -12,7 +12,7 @@ struct Chainwatch: ParsableCommand {
         commandName: "chainwatch",
         abstract: "A man-in-the-middle detection proxy: forwards CONNECT tunnels unchanged and checks every server's certificate chain against a policy.",
         version: Observer.version,
-        subcommands: [Run.self, Pin.self, Policy.self],
+        subcommands: [Run.self, Pin.self, Policy.self, Ctl.self],
         defaultSubcommand: Run.self)
 }
 
@@ -100,6 +100,11 @@ struct Run: ParsableCommand {
     @Flag(name: .customLong("no-splice"), help: "Copy bulk tunnel bytes through the proxy instead of splice(2) (for comparison).")
     var noSplice = false
 
+    @Option(name: .customLong("admin"), help: ArgumentHelp("The admin listener, ADDR:PORT, or off.",
+            discussion: "GET /metrics (Prometheus), /healthz, /readyz, /state; POST /known-bad/clear, /verdicts/clear, /probes/clear (see chainwatch ctl). Clients as for the proxy port (--allow-client). The default address, when another process has it, is skipped with a warning; an address given here must be free."))
+    var admin = Run.defaultAdmin
+    static let defaultAdmin = "127.0.0.1:9128"
+
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = "info"
 
@@ -111,6 +116,7 @@ struct Run: ParsableCommand {
         for c in denyDestination where CIDR(c) == nil { throw ValidationError("--deny-destination: \(c) is not a CIDR network") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard maxProbes >= 1 else { throw ValidationError("--max-probes must be at least 1") }
+        guard admin == "off" || SocketAddress(numeric: admin) != nil else { throw ValidationError("--admin: \(admin) is not ADDR:PORT, [V6]:PORT or off") }
     }
 
     func run() throws {
@@ -161,11 +167,26 @@ struct Run: ParsableCommand {
             logger.critical("cannot start: \(error)")
             throw ExitCode(1)
         }
+        var adminServer: AdminServer?
+        if admin != "off", let address = SocketAddress(numeric: admin) {
+            do {
+                adminServer = try AdminServer(address: address, server: server, reloader: reloader, logger: logger)
+                logger.notice("admin listener on \(adminServer!.address)")
+            } catch {
+                guard admin == Run.defaultAdmin else {
+                    logger.critical("cannot start: --admin \(admin): \(error)")
+                    server.shutdown()
+                    throw ExitCode(1)
+                }
+                logger.warning("no admin listener: \(admin): \(error) (pass --admin ADDR:PORT, or --admin off)")
+            }
+        }
         logger.notice("policy: \(reloader.store.snapshot.source); alerts: \(alertLog == "-" ? "standard output" : alertLog)")
         try server.runUntilSignalled(onSignal: [
             (SIGHUP, { reloader.reload() }),
             (SIGUSR1, { inspector.alerts.reopen() }),
         ], every: watch ? { reloader.reloadIfChanged() } : nil)
+        withExtendedLifetime(adminServer) {}
     }
 }
 

@@ -20,6 +20,14 @@ public final class Inspector: Sendable {
     private let noticeThrottle = Mutex(RepeatThrottle())
     /// Intermediates seen in valid chains (and loaded at start), offered when a chain misses its own.
     public let intermediates: IntermediatePool
+    /// Verdicts reported, by action (`pass` without a finding), deciding reason (`none`) and evidence source (`none`
+    /// when no chain was judged: a failed probe, a plain-HTTP request).
+    private let verdictCounts = Mutex<[VerdictLabels: Int]>([:])
+
+    public struct VerdictLabels: Hashable, Sendable {
+        public var action: String, reason: String, evidence: String
+    }
+    public var verdicts: [VerdictLabels: Int] { verdictCounts.withLock { $0 } }
 
     public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter, logger: Logger,
                 observer: Observer = Observer(hostname: ProcessInfo.processInfo.hostName),
@@ -85,6 +93,9 @@ public final class Inspector: Sendable {
 
     /// Writes the tunnel's alert line: the deciding finding, with every finding listed.
     func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: ConnectionFacts, nowMilliseconds: Int64) {
+        let labels = VerdictLabels(action: verdict.deciding?.action.rawValue ?? "pass", reason: verdict.deciding?.reason.rawValue ?? "none",
+                                   evidence: evidence?.source.rawValue ?? "none")
+        verdictCounts.withLock { $0[labels, default: 0] += 1 }
         guard let deciding = verdict.deciding else { return }
         let record = AlertRecord(timeMilliseconds: nowMilliseconds, connection: tunnel, finding: deciding, rule: rule,
                                  evidence: evidence, action: deciding.action, allFindings: verdict.findings,

@@ -3,6 +3,7 @@ import ChainwatchOpenSSL
 import ChainwatchPolicyFile
 import Foundation
 import Logging
+import Synchronization
 
 /// Loads the policy file into snapshots: at start, on SIGHUP, and when `--watch` sees the file change.
 /// A file that fails to load is reported with every diagnostic and the policy in force stays.
@@ -15,6 +16,17 @@ public final class PolicyReloader: @unchecked Sendable {
     private var lastModification: Date?
     public private(set) var store: PolicyStore!
     public var cache: VerdictCache?
+    private let counters = Mutex(Status())
+
+    /// What the admin listener shows of the policy: the loaded file's SHA-256 (as `sha256sum` prints it; empty for
+    /// the built-in policy), reloads done and rejected.
+    public struct Status: Sendable {
+        public var digest = ""
+        public var reloads = 0
+        public var rejected = 0
+    }
+    /// Safe from any thread.
+    public var status: Status { counters.withLock { $0 } }
 
     /// Loads the first snapshot (from `path`, or the built-in default when nil); throws the load errors.
     /// - Parameter publicRoots: the public root set that tells public system roots from local ones (`AnchorKind`).
@@ -33,10 +45,14 @@ public final class PolicyReloader: @unchecked Sendable {
                                       publicRoots: publicRoots)
         }
         lastModification = Self.modification(of: path)
+        let bytes = FileManager.default.contents(atPath: path).map { [UInt8]($0) }
         let (policy, warnings) = try PolicyLoader.loadWithWarnings(path: path)
         for warning in warnings { logger.warning("\(warning)") }
-        return try PolicySnapshot(policy: policy, source: path, generation: generation, extraAnchors: extraAnchors,
-                                      publicRoots: publicRoots)
+        let snapshot = try PolicySnapshot(policy: policy, source: path, generation: generation, extraAnchors: extraAnchors,
+                                          publicRoots: publicRoots)
+        let digest = (try? bytes.map { HashText.hex(try Digest.sha256($0), uppercase: false) }) ?? nil
+        counters.withLock { $0.digest = digest ?? "" }
+        return snapshot
     }
 
     /// Loads the file again; on success swaps the snapshot in and drops cached verdicts of rules that changed.
@@ -47,10 +63,12 @@ public final class PolicyReloader: @unchecked Sendable {
             let snapshot = try load()
             store.replace(with: snapshot)
             cache?.retain(rules: snapshot.ruleIdentities)
+            counters.withLock { $0.reloads += 1 }
             logger.notice("policy \(snapshot.source) reloaded (generation \(snapshot.generation), \(snapshot.policy.rules.count) rule(s))")
             return true
         } catch {
             generation -= 1
+            counters.withLock { $0.rejected += 1 }
             logger.error("policy reload rejected, keeping generation \(store.snapshot.generation):\n\(error)")
             return false
         }

@@ -108,4 +108,35 @@ public final class VerdictCache: Sendable {
         }
     }
 
+    /// The upstreams marked bad and not expired, for the admin `/state`.
+    public func knownBadMarks(now: Int64) -> [(upstream: Authority, mark: KnownBad)] {
+        knownBad.withLock { table in table.filter { $0.value.expires > now }.map { ($0.key, $0.value) } }
+            .sorted { ($0.upstream.host, $0.upstream.port) < ($1.upstream.host, $1.upstream.port) }
+    }
+
+    /// Removes the known-bad marks of `host` (every port when `port` is nil), or all of them when `host` is nil: a
+    /// wrong `403` need not last its five minutes. Returns how many were removed.
+    @discardableResult
+    public func clearKnownBad(host: String? = nil, port: UInt16? = nil) -> Int {
+        knownBad.withLock { table in
+            let before = table.count
+            table = table.filter { entry in
+                guard let host else { return false }
+                return entry.key.host != host || (port != nil && entry.key.port != port)
+            }
+            return before - table.count
+        }
+    }
+
+    /// Forgets every cached verdict (known-bad marks stay; see `clearKnownBad`). Returns how many were dropped.
+    @discardableResult
+    public func removeAllVerdicts() -> Int {
+        shards.reduce(0) { sum, shard in sum + shard.table.withLock { table in defer { table.removeAll() }; return table.count } }
+    }
+
+    /// Cached verdicts (expired ones included until evicted) and known-bad marks held.
+    public var sizes: (verdicts: Int, knownBad: Int) {
+        (shards.reduce(0) { $0 + $1.table.withLock { $0.count } }, knownBad.withLock { $0.count })
+    }
+
 }

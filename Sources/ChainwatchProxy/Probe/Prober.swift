@@ -1,3 +1,4 @@
+import ChainwatchCore
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
 import Glibc
@@ -41,6 +42,7 @@ public final class Prober: Sendable {
     private let succeeded = Atomic<Int>(0)
     private let failed = Atomic<Int>(0)
     private let queued = Atomic<Int>(0)
+    private let latencies = Mutex(Histogram(bounds: Histogram.latencySeconds))
 
     /// - Parameter clock: milliseconds on a monotonic clock (tests pass their own).
     public init(timeoutMilliseconds: Int = 5000, successTTLMilliseconds: Int64 = 300_000, failureTTLMilliseconds: Int64 = 5000,
@@ -107,9 +109,25 @@ public final class Prober: Sendable {
         table.withLock { _ = $0.results.removeValue(forKey: key) }
     }
 
-    /// Forgets every cached result (handshakes in flight go on, as with `invalidate`).
-    public func removeAll() {
-        table.withLock { $0.results.removeAll() }
+    /// Forgets every cached result (handshakes in flight go on, as with `invalidate`). Returns how many.
+    @discardableResult
+    public func removeAll() -> Int {
+        table.withLock { table in defer { table.results.removeAll() }; return table.results.count }
+    }
+
+    /// What the prober holds, for the admin `/state`: cached results not expired (at most `limit`, soonest to
+    /// expire first) and the keys whose handshake runs or waits for a slot.
+    public func state(limit: Int = 1000) -> (cached: [(key: ProbeKey, succeeded: Bool, expiresInMilliseconds: Int64)], running: [ProbeKey]) {
+        let time = now()
+        return table.withLock { table in
+            let cached = table.results.filter { $0.value.expires > time }
+                .sorted { $0.value.expires < $1.value.expires }.prefix(limit)
+                .map { entry -> (key: ProbeKey, succeeded: Bool, expiresInMilliseconds: Int64) in
+                    if case .success = entry.value.result { return (entry.key, true, entry.value.expires - time) }
+                    return (entry.key, false, entry.value.expires - time)
+                }
+            return (Array(cached), Array(table.waiters.keys.prefix(limit)))
+        }
     }
 
     /// Counters since `init`, each read atomically (not all at one instant).
@@ -150,11 +168,17 @@ public final class Prober: Sendable {
     /// Probes that waited for a slot (the cap was reached).
     public var queuedTotal: Int { queued.load(ordering: .relaxed) }
 
+    /// How long handshakes took, connect to result (failures and timeouts included).
+    public var latency: Histogram { latencies.withLock { $0 } }
+
     // MARK: - On the starting loop
 
     private func startHandshake(_ key: ProbeKey, on loop: EventLoop) {
+        let begun = now()
         // A client that cannot be made (allocation failure) fails this probe with the reason, not the process.
         let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds) { [self] result in
+            let seconds = Double(now() - begun) / 1000
+            latencies.withLock { $0.observe(seconds) }
             finish(key, result, on: loop)
         }
         handshake.start(on: loop)   // kept alive by its connection until it reports

@@ -1,0 +1,136 @@
+internal import CLibevent
+import Glibc
+
+/// A small HTTP/1.1 server on a loop (libevent's evhttp): for the admin endpoints, never for proxied traffic. Owns its
+/// listening socket and its `evhttp`. Loop thread only. Requests are small and answered at once: heads and bodies
+/// are capped, and a connection idle for 10 s is closed.
+public final class HTTPServer {
+    public struct Request: Sendable {
+        public var method: String
+        /// The path without the query.
+        public var path: String
+        /// The query's `name=value` pairs, decoded.
+        public var query: [String: String]
+        public var peer: SocketAddress?
+    }
+
+    public struct Response: Sendable {
+        public var status: Int
+        public var contentType: String
+        public var body: [UInt8]
+        public init(status: Int, contentType: String = "text/plain; charset=utf-8", body: [UInt8]) {
+            self.status = status; self.contentType = contentType; self.body = body
+        }
+        public init(status: Int, text: String) { self.init(status: status, body: Array(text.utf8)) }
+    }
+
+    private var http: OpaquePointer?   // evhttp *
+    private var socket: Int32 = -1
+    private let handler: (Request) -> Response
+    public let address: SocketAddress
+
+    /// Binds `address` (no SO_REUSEPORT: one process owns it) and serves each request with `handler`.
+    public init(loop: EventLoop, address: SocketAddress, handler: @escaping (Request) -> Response) throws(EventLoopError) {
+        self.handler = handler
+        let fd = Socket.stream(family: address.family)
+        guard fd >= 0 else { throw .fromErrno("socket") }
+        socket = fd
+        Socket.set(fd, SOL_SOCKET, SO_REUSEADDR, 1)
+        guard address.withSockaddr({ sa, len in bind(fd, sa, len) }) == 0, listen(fd, 64) == 0 else {
+            let error = EventLoopError(call: "bind \(address)", errno: Glibc.errno)
+            Glibc.close(fd)
+            throw error
+        }
+        // The port the kernel chose for port 0.
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let bound = withUnsafeMutablePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa -> SocketAddress? in
+                getsockname(fd, sa, &length) == 0 ? SocketAddress(sa, length: length) : nil
+            }
+        }
+        self.address = bound ?? address
+        guard let http = evhttp_new(loop.base) else { Glibc.close(fd); throw .fromErrno("evhttp_new") }
+        self.http = http
+        evhttp_set_timeout(http, 10)
+        evhttp_set_max_headers_size(http, 8192)
+        evhttp_set_max_body_size(http, 4096)
+        evhttp_set_allowed_methods(http, UInt16(EVHTTP_REQ_GET.rawValue | EVHTTP_REQ_POST.rawValue | EVHTTP_REQ_HEAD.rawValue))
+        evhttp_set_gencb(http, { request, ctx in
+            guard let request, let ctx else { return }
+            Unmanaged<HTTPServer>.fromOpaque(ctx).takeUnretainedValue().serve(request)
+        }, Unmanaged.passUnretained(self).toOpaque())
+        guard evhttp_accept_socket_with_handle(http, fd) != nil else {
+            evhttp_free(http)
+            self.http = nil
+            Glibc.close(fd)
+            throw .fromErrno("evhttp_accept_socket")
+        }
+    }
+
+    private func serve(_ raw: OpaquePointer) {
+        let method: String
+        switch evhttp_request_get_command(raw) {
+        case EVHTTP_REQ_GET: method = "GET"
+        case EVHTTP_REQ_POST: method = "POST"
+        case EVHTTP_REQ_HEAD: method = "HEAD"
+        default: method = "OTHER"
+        }
+        let uri = evhttp_request_get_uri(raw).map { String(cString: $0) } ?? "/"
+        let (path, query) = Self.split(uri)
+        var peer: SocketAddress?
+        if let connection = evhttp_request_get_connection(raw), let sa = evhttp_connection_get_addr(connection) {
+            peer = SocketAddress(sa, length: socklen_t(MemoryLayout<sockaddr_storage>.size))
+        }
+        let response = handler(Request(method: method, path: path, query: query, peer: peer))
+        let headers = evhttp_request_get_output_headers(raw)
+        evhttp_add_header(headers, "Content-Type", response.contentType)
+        evhttp_add_header(headers, "Cache-Control", "no-store")
+        let body = evbuffer_new()
+        if method != "HEAD" { response.body.withUnsafeBytes { _ = evbuffer_add(body, $0.baseAddress, $0.count) } }
+        evhttp_send_reply(raw, Int32(response.status), Self.reason(response.status), body)
+        evbuffer_free(body)
+    }
+
+    /// Splits a request target into its path and decoded query pairs.
+    static func split(_ uri: String) -> (String, [String: String]) {
+        let parts = uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = String(parts[0])
+        var query: [String: String] = [:]
+        if parts.count == 2 {
+            for pair in parts[1].split(separator: "&") {
+                let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                let name = decode(String(kv[0])), value = kv.count == 2 ? decode(String(kv[1])) : ""
+                query[name] = value
+            }
+        }
+        return (path, query)
+    }
+
+    private static func decode(_ text: String) -> String {
+        guard let decoded = evhttp_uridecode(text, 1, nil) else { return text }
+        defer { free(decoded) }
+        return String(cString: decoded)
+    }
+
+    private static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 400: "Bad Request"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 503: "Service Unavailable"
+        default: "Status"
+        }
+    }
+
+    /// Stops serving and closes the socket (connections in progress are dropped). Idempotent.
+    public func close() {
+        if let http { evhttp_free(http) }   // frees the bound socket's listener and closes it
+        http = nil
+        socket = -1
+    }
+
+    deinit { close() }
+}

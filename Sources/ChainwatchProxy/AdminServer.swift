@@ -1,0 +1,267 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+import ChainwatchOpenSSL
+import Foundation
+import Logging
+import Synchronization
+
+/// The admin listener (`--admin`): Prometheus `/metrics`, `/healthz` and `/readyz` for probes, `/state` (policy,
+/// known-bad marks, probe cache), and POSTs that clear a known-bad mark or a cache. It runs on a thread and loop of
+/// its own, so it answers while the proxy's loops are busy and while they drain (`/readyz` then says 503). Clients
+/// are admitted by the same rule as the proxy port's (`--allow-client`, loopback by default).
+public final class AdminServer: @unchecked Sendable {   // its HTTP server lives on its own loop's thread only
+    private let loop: EventLoop
+    private var http: HTTPServer?
+    private let server: ProxyServer
+    private let reloader: PolicyReloader
+    private let logger: Logger
+    private let started = Date()
+    /// A loop that has not beaten for this long is reported stuck by `/healthz`.
+    static let stuckMilliseconds: Int64 = 5_000
+
+    /// Binds `address` (errors surface here) and serves on a new thread.
+    public init(address: SocketAddress, server: ProxyServer, reloader: PolicyReloader, logger: Logger) throws {
+        self.server = server
+        self.reloader = reloader
+        self.logger = logger
+        loop = try EventLoop(index: -2)
+        http = try HTTPServer(loop: loop, address: address) { [unowned self] request in self.respond(request) }
+        let thread = Thread { [loop] in loop.run() }
+        thread.name = "chainwatch-admin"
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    /// Where it listens (the port the kernel chose, for port 0).
+    public var address: SocketAddress { http!.address }
+
+    // MARK: - Routes
+
+    func respond(_ request: HTTPServer.Request) -> HTTPServer.Response {
+        guard let peer = request.peer, server.configuration.admits(client: peer) else {
+            return HTTPServer.Response(status: 403, text: "not an allowed client (--allow-client)\n")
+        }
+        switch (request.method, request.path) {
+        case ("GET", "/metrics"), ("HEAD", "/metrics"):
+            return HTTPServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(metrics().utf8))
+        case ("GET", "/healthz"), ("HEAD", "/healthz"):
+            let stuck = stuckLoops()
+            return stuck.isEmpty ? HTTPServer.Response(status: 200, text: "ok\n")
+                                 : HTTPServer.Response(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
+        case ("GET", "/readyz"), ("HEAD", "/readyz"):
+            if server.draining.load(ordering: .relaxed) { return HTTPServer.Response(status: 503, text: "draining\n") }
+            let stuck = stuckLoops()
+            return stuck.isEmpty ? HTTPServer.Response(status: 200, text: "ready\n")
+                                 : HTTPServer.Response(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
+        case ("GET", "/state"):
+            return json(200, state())
+        case ("POST", "/known-bad/clear"):
+            let port = request.query["port"].flatMap { UInt16($0) }
+            if request.query["port"] != nil, port == nil { return HTTPServer.Response(status: 400, text: "port: not a port number\n") }
+            let host = request.query["host"].map { $0.lowercased() }
+            let cleared = server.inspector.cache.clearKnownBad(host: host, port: port)
+            logger.notice("admin: cleared \(cleared) known-bad mark(s)\(host.map { " for \($0)" } ?? "")\(port.map { ":\($0)" } ?? "")")
+            return json(200, cleared: cleared)
+        case ("POST", "/verdicts/clear"):
+            let cleared = server.inspector.cache.removeAllVerdicts()
+            logger.notice("admin: cleared \(cleared) cached verdict(s)")
+            return json(200, cleared: cleared)
+        case ("POST", "/probes/clear"):
+            let cleared = server.inspector.prober.removeAll()
+            logger.notice("admin: cleared \(cleared) cached probe result(s)")
+            return json(200, cleared: cleared)
+        case (_, "/metrics"), (_, "/healthz"), (_, "/readyz"), (_, "/state"):
+            return HTTPServer.Response(status: 405, text: "use GET\n")
+        case (_, "/known-bad/clear"), (_, "/verdicts/clear"), (_, "/probes/clear"):
+            return HTTPServer.Response(status: 405, text: "use POST\n")
+        default:
+            return HTTPServer.Response(status: 404, text: "not found: GET /metrics /healthz /readyz /state; POST /known-bad/clear[?host=H[&port=P]] /verdicts/clear /probes/clear\n")
+        }
+    }
+
+    private func stuckLoops() -> [String] {
+        server.loopHealth.filter { $0.silentMilliseconds > Self.stuckMilliseconds }
+            .map { "loop \($0.index) silent for \($0.silentMilliseconds / 1000) s" }
+    }
+
+    private func json(_ status: Int, cleared: Int) -> HTTPServer.Response {
+        var w = JSONWriter()
+        w.field("cleared", cleared)
+        return json(status, w.text)
+    }
+
+    private func json(_ status: Int, _ text: String) -> HTTPServer.Response {
+        HTTPServer.Response(status: status, contentType: "application/json", body: Array((text + "\n").utf8))
+    }
+
+    // MARK: - /state
+
+    func state() -> String {
+        let snapshot = server.inspector.policies.snapshot
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let policyStatus = reloader.status
+        var w = JSONWriter()
+        w.object("policy") { p in
+            p.field("source", snapshot.source)
+            p.field("sha256", policyStatus.digest.isEmpty ? nil : policyStatus.digest)
+            p.field("generation", snapshot.generation)
+            p.field("rules", snapshot.policy.rules.map(\.name))
+            p.field("reloads", policyStatus.reloads)
+            p.field("rejected_reloads", policyStatus.rejected)
+        }
+        let marks = server.inspector.cache.knownBadMarks(now: now).map { mark -> JSONValue in
+            .object([
+                ("host", .string(mark.upstream.host)), ("port", .int(Int64(mark.upstream.port))),
+                ("reason", .string(mark.mark.finding.reason.rawValue)), ("detail", .string(mark.mark.finding.detail)),
+                ("rule", .string(mark.mark.ruleName)), ("expires_in_seconds", .int((mark.mark.expires - now + 999) / 1000)),
+            ])
+        }
+        w.field("known_bad", JSONValue.array(marks))
+        let probes = server.inspector.prober.state()
+        w.field("probe_cache", JSONValue.array(probes.cached.map { entry in
+            .object([
+                ("address", .string(entry.key.address.description)), ("server_name", entry.key.offer.serverName.map(JSONValue.string) ?? .null),
+                ("result", .string(entry.succeeded ? "chain" : "failed")),
+                ("expires_in_seconds", .int((entry.expiresInMilliseconds + 999) / 1000)),
+            ])
+        }))
+        w.field("probes_in_flight", JSONValue.array(probes.running.map { key in
+            .object([("address", .string(key.address.description)), ("server_name", key.offer.serverName.map(JSONValue.string) ?? .null)])
+        }))
+        return w.text
+    }
+
+    // MARK: - /metrics
+
+    func metrics() -> String {
+        let stats = server.stats
+        let inspector = server.inspector
+        var m = PrometheusText()
+        m.family("chainwatch_build_info", .gauge, "The running chainwatch's version (the value is 1).")
+        m.sample("chainwatch_build_info", ["version": Observer.version], 1)
+        m.family("chainwatch_start_time_seconds", .gauge, "When the process started, seconds since the epoch.")
+        m.sample("chainwatch_start_time_seconds", [:], started.timeIntervalSince1970.rounded())
+
+        m.family("chainwatch_connections_open", .gauge, "Client connections open now.")
+        m.sample("chainwatch_connections_open", [:], stats.openConnections.load(ordering: .relaxed))
+        m.family("chainwatch_connections_accepted_total", .counter, "Client connections accepted.")
+        m.sample("chainwatch_connections_accepted_total", [:], stats.acceptedConnections.load(ordering: .relaxed))
+        m.family("chainwatch_tunnels_total", .counter, "CONNECT tunnels established (200 sent to the client).")
+        m.sample("chainwatch_tunnels_total", [:], stats.tunnelsOpened.load(ordering: .relaxed))
+        let counts = stats.counts
+        m.family("chainwatch_connections_closed_total", .counter,
+                 "Client connections closed, by outcome: tunnel (relayed), blocked (closed by a verdict), http (plain HTTP served), refused (the proxy answered with an error), dropped (left before a complete request).")
+        for outcome in ["tunnel", "blocked", "http", "refused", "dropped"] {
+            m.sample("chainwatch_connections_closed_total", ["outcome": outcome], counts[.closed(outcome: outcome)] ?? 0)
+        }
+        m.family("chainwatch_error_responses_total", .counter, "Answers of the proxy's own, by status (403 blocked or refused, 502, 503, 504, ...).")
+        for (status, n) in counts.compactMap({ key, n -> (Int, Int)? in if case .response(let s) = key { (s, n) } else { nil } }).sorted(by: { $0.0 < $1.0 }) {
+            m.sample("chainwatch_error_responses_total", ["status": String(status)], n)
+        }
+
+        m.family("chainwatch_verdicts_total", .counter,
+                 "Verdicts reported, by action (pass, alert, block), deciding reason (none for a pass) and evidence source (passive, probe, cache; none when no chain was judged).")
+        for (labels, n) in inspector.verdicts.sorted(by: { ($0.key.action, $0.key.reason, $0.key.evidence) < ($1.key.action, $1.key.reason, $1.key.evidence) }) {
+            m.sample("chainwatch_verdicts_total", ["action": labels.action, "reason": labels.reason, "evidence": labels.evidence], n)
+        }
+
+        let probe = inspector.prober.counters
+        let probeSizes = inspector.prober.sizes
+        m.family("chainwatch_probes_started_total", .counter, "Probe handshakes started.")
+        m.sample("chainwatch_probes_started_total", [:], probe.started)
+        m.family("chainwatch_probes_finished_total", .counter, "Probe handshakes finished, by result (chain, failed: timeouts included).")
+        m.sample("chainwatch_probes_finished_total", ["result": "chain"], probe.succeeded)
+        m.sample("chainwatch_probes_finished_total", ["result": "failed"], probe.failed)
+        m.family("chainwatch_probes_in_flight", .gauge, "Probe handshakes running now (each holds a connection slot).")
+        m.sample("chainwatch_probes_in_flight", [:], probeSizes.inFlight)
+        m.family("chainwatch_probes_queued", .gauge, "Probes waiting for a slot (--max-probes reached).")
+        m.sample("chainwatch_probes_queued", [:], probeSizes.queued)
+        m.family("chainwatch_probe_requests_total", .counter,
+                 "Probe requests by how they were answered: cache (a cached result), attached (waited for a handshake in flight), started (a new handshake), queued (waited for a slot).")
+        m.sample("chainwatch_probe_requests_total", ["answer": "cache"], probe.cacheHits)
+        m.sample("chainwatch_probe_requests_total", ["answer": "attached"], probe.waitersAttached)
+        m.sample("chainwatch_probe_requests_total", ["answer": "started"], probe.started)
+        m.sample("chainwatch_probe_requests_total", ["answer": "queued"], inspector.prober.queuedTotal)
+        let latency = inspector.prober.latency
+        m.histogram("chainwatch_probe_duration_seconds", "Probe handshake time, connect to chain or failure.",
+                    bounds: latency.bounds, counts: latency.counts, sum: latency.sum)
+
+        let cacheSizes = inspector.cache.sizes
+        m.family("chainwatch_cache_entries", .gauge, "Entries held, by cache: verdicts, known_bad (upstreams answered 403), probes (results), intermediates (the pool).")
+        m.sample("chainwatch_cache_entries", ["cache": "verdicts"], cacheSizes.verdicts)
+        m.sample("chainwatch_cache_entries", ["cache": "known_bad"], cacheSizes.knownBad)
+        m.sample("chainwatch_cache_entries", ["cache": "probes"], probeSizes.cached)
+        m.sample("chainwatch_cache_entries", ["cache": "intermediates"], inspector.intermediates.count)
+        m.family("chainwatch_cache_lookups_total", .counter, "Verdict cache lookups, by result (hit, miss).")
+        m.sample("chainwatch_cache_lookups_total", ["result": "hit"], inspector.cache.hits.load(ordering: .relaxed))
+        m.sample("chainwatch_cache_lookups_total", ["result": "miss"], inspector.cache.misses.load(ordering: .relaxed))
+        m.family("chainwatch_intermediates_completed_total", .counter, "Chains missing an issuer that the intermediate pool completed.")
+        m.sample("chainwatch_intermediates_completed_total", [:], inspector.intermediates.completed)
+
+        let alerts = inspector.alerts
+        let pending = alerts.pending
+        let failures = alerts.failures
+        m.family("chainwatch_alert_lines_written_total", .counter, "Alert lines written to the alert log.")
+        m.sample("chainwatch_alert_lines_written_total", [:], alerts.written)
+        m.family("chainwatch_alert_lines_pending", .gauge, "Alert lines waiting to be written (grows while the log cannot be written).")
+        m.sample("chainwatch_alert_lines_pending", [:], pending.lines)
+        m.family("chainwatch_alert_lines_dropped_total", .counter, "Alert lines dropped: the backlog was full while the log could not be written.")
+        m.sample("chainwatch_alert_lines_dropped_total", [:], failures.dropped)
+        m.family("chainwatch_alert_write_failures_total", .counter, "Writes to the alert log that failed (full disk, file size limit, I/O error).")
+        m.sample("chainwatch_alert_write_failures_total", [:], failures.failedWrites)
+
+        m.family("chainwatch_relayed_bytes_total", .counter, "Bytes relayed between clients and upstreams, by path: copy (through the proxy's buffers), splice (in the kernel).")
+        m.sample("chainwatch_relayed_bytes_total", ["path": "copy"], stats.bytesCopied.load(ordering: .relaxed))
+        m.sample("chainwatch_relayed_bytes_total", ["path": "splice"], stats.bytesSpliced.load(ordering: .relaxed))
+
+        let policy = reloader.status
+        let snapshot = inspector.policies.snapshot
+        m.family("chainwatch_policy_info", .gauge, "The policy in force (the value is 1): its source, the SHA-256 of its file, its generation.")
+        m.sample("chainwatch_policy_info", ["source": snapshot.source, "sha256": policy.digest, "generation": String(snapshot.generation)], 1)
+        m.family("chainwatch_policy_reloads_total", .counter, "Policy reloads, by result (loaded, rejected: the old policy stayed).")
+        m.sample("chainwatch_policy_reloads_total", ["result": "loaded"], policy.reloads)
+        m.sample("chainwatch_policy_reloads_total", ["result": "rejected"], policy.rejected)
+
+        let loops = server.loopHealth
+        m.family("chainwatch_loop_cpu_seconds_total", .counter, "CPU time each event loop's thread has used (its busy time).")
+        for loop in loops { if let cpu = loop.cpuSeconds { m.sample("chainwatch_loop_cpu_seconds_total", ["loop": String(loop.index)], cpu) } }
+        m.family("chainwatch_loop_heartbeat_age_seconds", .gauge, "Seconds since each loop's last heartbeat (about 1 s on a healthy loop).")
+        for loop in loops { m.sample("chainwatch_loop_heartbeat_age_seconds", ["loop": String(loop.index)], Double(loop.silentMilliseconds) / 1000) }
+
+        ProcessFacts.read().write(to: &m)
+        return m.text
+    }
+}
+
+/// The standard `process_*` metrics, from /proc/self.
+struct ProcessFacts {
+    var cpuSeconds = 0.0, residentBytes = 0, openFDs = 0, maxFDs = 0
+
+    static func read() -> ProcessFacts {
+        var facts = ProcessFacts()
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        if let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+           let close = stat.lastIndex(of: ")") {
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 22, let user = Double(fields[11]), let system = Double(fields[12]), let rss = Int(fields[21]) {
+                facts.cpuSeconds = (user + system) / ticks
+                facts.residentBytes = rss * Int(sysconf(Int32(_SC_PAGESIZE)))
+            }
+        }
+        facts.openFDs = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? 1) - 1
+        var limit = rlimit()
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 { facts.maxFDs = Int(limit.rlim_cur) }
+        return facts
+    }
+
+    func write(to m: inout PrometheusText) {
+        m.family("process_cpu_seconds_total", .counter, "User and system CPU time spent, in seconds.")
+        m.sample("process_cpu_seconds_total", [:], cpuSeconds)
+        m.family("process_resident_memory_bytes", .gauge, "Resident memory size in bytes.")
+        m.sample("process_resident_memory_bytes", [:], residentBytes)
+        m.family("process_open_fds", .gauge, "Open file descriptors.")
+        m.sample("process_open_fds", [:], openFDs)
+        m.family("process_max_fds", .gauge, "The open file descriptor limit.")
+        m.sample("process_max_fds", [:], maxFDs)
+    }
+}

@@ -1,0 +1,216 @@
+"""The admin listener (--admin) and `chainwatch ctl`, against a running proxy: Prometheus metrics that count what the
+proxy did (checked with the prometheus_client parser), health and readiness (503 while draining), the state view of
+known-bad marks, and clearing a wrong mark so its clients stop getting 403."""
+import hashlib
+import json
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+import urllib.error
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import BIN
+from helpers import connect_via, echo_handler, free_port, TCPServer, raw_request
+from test_detection import curl, pki, serve, write_policy  # noqa: F401 (fixture)
+
+
+def admin_get(port, path, method="GET"):
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def metrics(port):
+    status, text = admin_get(port, "/metrics")
+    assert status == 200
+    samples = {}
+    for family in text_string_to_metric_families(text):   # raises on anything not in the text format
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def value(samples, name, **labels):
+    return samples.get((name, tuple(sorted(labels.items()))), 0)
+
+
+def ctl(admin_port, *args):
+    return subprocess.run([BIN, "ctl", "--admin", f"127.0.0.1:{admin_port}", *args], capture_output=True, timeout=20)
+
+
+@pytest.fixture
+def admin_proxy(start_proxy, tmp_path, pki):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 genuine.test\n")
+    policy = write_policy(tmp_path, pki, "block")
+    port = free_port()
+    p = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--admin", f"127.0.0.1:{port}", "--probe-timeout", "3")
+    p.admin_port = port
+    p.policy = policy
+    return p
+
+
+def test_metrics_count_tunnels_verdicts_and_bytes(admin_proxy, pki):
+    p = admin_proxy
+    genuine = serve(pki, "genuine", "1.2")
+    forged = serve(pki, "attacker", "1.2")
+    probed = serve(pki, "genuine", "1.3")
+    echo = TCPServer(echo_handler)
+    try:
+        assert curl(p, "genuine.test", genuine.port, "1.2").returncode == 0
+        assert curl(p, "genuine.test", forged.port, "1.2").returncode != 0
+        assert curl(p, "genuine.test", probed.port, "1.3").returncode == 0
+        got, _, _ = raw_request(p.port, b"CONNECT genuine.test:1 HTTP/1.1\r\n\r\n")   # refused upstream: 502
+        assert got == 502
+        time.sleep(0.5)
+        m = metrics(p.admin_port)
+        assert value(m, "chainwatch_verdicts_total", action="pass", reason="none", evidence="passive") == 1
+        # The TLS 1.3 server presents the chain the TLS 1.2 one did: its probe's chain is judged from the cache.
+        assert value(m, "chainwatch_verdicts_total", action="pass", reason="none", evidence="cache") == 1
+        assert value(m, "chainwatch_verdicts_total", action="block", reason="untrusted_chain", evidence="passive") == 1
+        assert value(m, "chainwatch_tunnels_total") == 3
+        assert value(m, "chainwatch_connections_closed_total", outcome="blocked") >= 1
+        assert value(m, "chainwatch_error_responses_total", status="502") == 1
+        assert value(m, "chainwatch_probes_started_total") >= 1
+        assert value(m, "chainwatch_probes_finished_total", result="chain") >= 1
+        assert value(m, "chainwatch_probe_duration_seconds_count") == value(m, "chainwatch_probes_started_total")
+        assert value(m, "chainwatch_relayed_bytes_total", path="copy") > 0
+        assert value(m, "chainwatch_alert_lines_written_total") >= 1
+        assert value(m, "chainwatch_cache_entries", cache="known_bad") == 1
+        assert value(m, "chainwatch_connections_open") == 0
+        assert value(m, "process_open_fds") > 0
+        assert all(value(m, "chainwatch_loop_cpu_seconds_total", loop=str(i)) > 0 for i in range(2))
+        info = [k for k in m if k[0] == "chainwatch_policy_info"]
+        assert dict(info[0][1])["sha256"] == hashlib.sha256(p.policy.read_bytes()).hexdigest()
+    finally:
+        for server in (genuine, forged, probed):
+            server.close()
+        echo.close()
+
+
+def test_bulk_bytes_are_counted_as_spliced(start_proxy):
+    """A tunnel past its first 64 KiB each way moves by splice(2): the counter by path shows it."""
+    port = free_port()
+    p = start_proxy("--admin", f"127.0.0.1:{port}")
+    echo = TCPServer(echo_handler)
+    try:
+        s, status, _ = connect_via(p.port, f"127.0.0.1:{echo.port}")
+        assert status == 200
+        payload = b"x" * (4 << 20)
+        received = 0
+        s.sendall(payload[:65536])
+        sent = 65536
+        s.settimeout(10)
+        while received < len(payload):
+            if sent < len(payload):
+                s.sendall(payload[sent:sent + 65536])
+                sent += 65536
+            received += len(s.recv(1 << 20))
+        s.close()
+        time.sleep(0.3)
+        m = metrics(port)
+        assert value(m, "chainwatch_relayed_bytes_total", path="splice") > 0
+        total = value(m, "chainwatch_relayed_bytes_total", path="splice") + value(m, "chainwatch_relayed_bytes_total", path="copy")
+        assert total == 2 * len(payload), "every byte each way, counted once"
+    finally:
+        echo.close()
+
+
+def test_state_shows_a_known_bad_mark_and_clearing_it_ends_the_403(admin_proxy, pki):
+    p = admin_proxy
+    forged = serve(pki, "attacker", "1.2")
+    try:
+        assert curl(p, "genuine.test", forged.port, "1.2").returncode != 0
+        status, text = admin_get(p.admin_port, "/state")
+        assert status == 200
+        state = json.loads(text)
+        assert state["policy"]["rules"] == ["genuine"] and state["policy"]["source"] == str(p.policy)
+        marks = state["known_bad"]
+        assert [(m["host"], m["port"], m["reason"], m["rule"]) for m in marks] == [("genuine.test", forged.port, "untrusted_chain", "genuine")]
+        assert 0 < marks[0]["expires_in_seconds"] <= 300
+        got, _, body = raw_request(p.port, f"CONNECT genuine.test:{forged.port} HTTP/1.1\r\n\r\n".encode())
+        assert got == 403 and b"untrusted_chain" in body
+
+        assert ctl(p.admin_port, "clear-known-bad", "genuine.test:1").stdout == b'{"cleared":0}\n'   # another port
+        r = ctl(p.admin_port, "clear-known-bad", f"genuine.test:{forged.port}")
+        assert r.returncode == 0 and json.loads(r.stdout) == {"cleared": 1}
+        assert json.loads(admin_get(p.admin_port, "/state")[1])["known_bad"] == []
+        s, status, _ = connect_via(p.port, f"genuine.test:{forged.port}")   # the CONNECT goes through again
+        s.close()
+        assert status == 200
+    finally:
+        forged.close()
+
+
+def test_health_readiness_and_draining(start_proxy):
+    port = free_port()
+    p = start_proxy("--admin", f"127.0.0.1:{port}", "--grace", "5")
+    assert admin_get(port, "/healthz") == (200, "ok\n")
+    assert admin_get(port, "/readyz") == (200, "ready\n")
+    r = ctl(port, "health")
+    assert r.returncode == 0 and r.stdout == b"ok\nready\n"
+    echo = TCPServer(echo_handler)
+    try:
+        s, status, _ = connect_via(p.port, f"127.0.0.1:{echo.port}")   # an open tunnel keeps the drain going
+        assert status == 200
+        p.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert admin_get(port, "/readyz") == (503, "draining\n")
+        assert admin_get(port, "/healthz")[0] == 200, "alive while draining"
+        s.close()
+        assert p.proc.wait(10) == 0
+    finally:
+        echo.close()
+
+
+def test_routes_methods_and_clients(start_proxy):
+    port = free_port()
+    p = start_proxy("--admin", f"127.0.0.1:{port}")
+    assert admin_get(port, "/nothing")[0] == 404
+    assert admin_get(port, "/known-bad/clear")[0] == 405
+    assert admin_get(port, "/metrics", method="POST")[0] == 405
+    assert admin_get(port, "/verdicts/clear", method="POST") == (200, '{"cleared":0}\n')
+    assert admin_get(port, "/known-bad/clear?port=x", method="POST")[0] == 400
+    other = free_port()
+    q = start_proxy("--admin", f"127.0.0.1:{other}", "--allow-client", "127.0.0.2/32")
+    assert admin_get(other, "/metrics")[0] == 403, "the proxy port's client rule applies"
+    r = ctl(free_port(), "state")
+    assert r.returncode != 0 and b"cannot reach the admin listener" in r.stderr
+    del p, q
+
+
+def test_an_admin_address_in_use_is_an_error_and_the_default_one_a_warning(start_proxy, tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        r = subprocess.run([BIN, "run", "--listen", f"127.0.0.1:{free_port()}", "--admin", f"127.0.0.1:{port}",
+                            "--alert-log", str(tmp_path / "a.jsonl")], capture_output=True, timeout=10)
+        assert r.returncode == 1 and b"--admin" in r.stderr and b"Address already in use" in r.stderr
+    finally:
+        taken.close()
+
+
+def test_policy_reloads_are_counted(admin_proxy, pki):
+    p = admin_proxy
+    p.policy.write_text(p.policy.read_text() + "\n# edited\n")
+    p.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    p.policy.write_text("version: 1\ndefaults:\n  action: blok\n")
+    time.sleep(0.5)
+    p.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    m = metrics(p.admin_port)
+    assert value(m, "chainwatch_policy_reloads_total", result="loaded") == 1
+    assert value(m, "chainwatch_policy_reloads_total", result="rejected") == 1
+    info = [dict(k[1]) for k in m if k[0] == "chainwatch_policy_info"][0]
+    assert info["generation"] == "2"
+    assert info["sha256"] != hashlib.sha256(p.policy.read_bytes()).hexdigest(), "the rejected file is not in force"
