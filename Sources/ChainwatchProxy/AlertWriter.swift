@@ -14,6 +14,8 @@ public final class AlertWriter: @unchecked Sendable {
     public let maxPendingBytes: Int
 
     public let path: String
+    /// What the file is, in messages: `alert log`, `access log`.
+    public let name: String
     private let logger: Logger
     private let condition = NSCondition()
     // Guarded by `condition`:
@@ -32,11 +34,12 @@ public final class AlertWriter: @unchecked Sendable {
     private var failing = false
 
     /// Opens (creating, appending) `path`; `-` means standard output.
-    public init(path: String, logger: Logger, maxPendingBytes: Int = 64 * 1024 * 1024) throws {
+    public init(path: String, logger: Logger, maxPendingBytes: Int = 64 * 1024 * 1024, name: String = "alert log") throws {
         self.path = path
+        self.name = name
         self.maxPendingBytes = maxPendingBytes
         self.logger = logger
-        fd = try Self.open(path)
+        fd = try Self.open(path, name: name)
         // A file size limit (`ulimit -f`, LimitFSIZE=) then fails a write with EFBIG, reported and retried like a full
         // disk, instead of killing the proxy.
         signal(SIGXFSZ, SIG_IGN)
@@ -46,14 +49,14 @@ public final class AlertWriter: @unchecked Sendable {
         thread.start()
     }
 
-    private static func open(_ path: String) throws -> Int32 {
+    private static func open(_ path: String, name: String) throws -> Int32 {
         if path == "-" { return dup(STDOUT_FILENO) }
         // Not through a symbolic link (at start or at a SIGUSR1 reopen): whoever can plant one in the log's directory
         // would choose which file the proxy appends to.
         let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o640)
         guard fd >= 0 else {
             let code = errno
-            throw AlertLogError(path: path, message: code == ELOOP ? "it is a symbolic link (refused: give the file itself)"
+            throw AlertLogError(name: name, path: path, message: code == ELOOP ? "it is a symbolic link (refused: give the file itself)"
                                                                    : String(cString: strerror(code)))
         }
         // A file that others may write could hold forged lines: group and other lose write.
@@ -63,8 +66,8 @@ public final class AlertWriter: @unchecked Sendable {
     }
 
     public struct AlertLogError: Error, CustomStringConvertible {
-        public var path: String, message: String
-        public var description: String { "cannot open alert log \(path): \(message)" }
+        public var name: String, path: String, message: String
+        public var description: String { "cannot open \(name) \(path): \(message)" }
     }
 
     /// Queues one alert line (without its newline). Never blocks on I/O.
@@ -151,7 +154,7 @@ public final class AlertWriter: @unchecked Sendable {
             if reopenNow { reopenFile() }
             var lines = batch
             if dropped > 0 {
-                logger.error("alert log \(path): \(dropped) alert line(s) dropped while it could not be written")
+                logger.error("\(name) \(path): \(dropped) line(s) dropped while it could not be written")
                 var w = JSONWriter()
                 w.field("@timestamp", UnixTime(seconds: Int64(Date().timeIntervalSince1970)).rfc3339)
                 w.object("ecs") { $0.field("version", Observer.ecsVersion) }
@@ -202,13 +205,13 @@ public final class AlertWriter: @unchecked Sendable {
             if n < 0 && errno == EINTR { continue }
             if n <= 0 {
                 let message = String(cString: strerror(n < 0 ? errno : EIO))
-                if !failing { logger.error("alert log \(path): write failed: \(message); keeping alerts in memory and retrying") }
+                if !failing { logger.error("\(name) \(path): write failed: \(message); keeping lines in memory and retrying") }
                 failing = true
                 return unwrittenLines(lines, afterBytes: text.utf8.count - bytes.count, fileOffset: start)
             }
             bytes = bytes.dropFirst(n)
         }
-        if failing { logger.notice("alert log \(path): writing again") }
+        if failing { logger.notice("\(name) \(path): writing again") }
         failing = false
         return []
     }
@@ -235,10 +238,10 @@ public final class AlertWriter: @unchecked Sendable {
     private func reopenFile() {
         guard path != "-" else { return }
         do {
-            let newFD = try Self.open(path)
+            let newFD = try Self.open(path, name: name)
             if fd >= 0 { Glibc.close(fd) }
             fd = newFD
-            logger.notice("alert log \(path) reopened")
+            logger.notice("\(name) \(path) reopened")
         } catch {
             logger.error("\(error); still writing to the old file")
         }

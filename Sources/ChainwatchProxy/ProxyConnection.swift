@@ -32,6 +32,8 @@ final class ProxyConnection: ConnectionDelegate {
     private var handling = false
     /// How the connection ends, for the metrics (see `ProxyStats.Counted.closed`).
     private var outcome = "dropped"
+    /// For the access log: what is logged of the request or tunnel in progress, since `accessStart`.
+    private var access = AccessState()
 
     init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress) {
         self.id = id
@@ -92,7 +94,11 @@ final class ProxyConnection: ConnectionDelegate {
     }
 
     private func handle(_ event: ConnectionMachine.Event) {
-        if case .decided(.block) = event { outcome = "blocked" }
+        if case .decided(.block(let why)) = event {
+            outcome = "blocked"
+            access.closeReason = .blocked
+            access.detail = why
+        }
         actions.removeAll(keepingCapacity: true)
         machine.handle(event, into: &actions)
         run(actions)   // executing an action never handles an event (they are queued), so `actions` stays put
@@ -139,8 +145,13 @@ final class ProxyConnection: ConnectionDelegate {
             events.append(.peeked(side, connection.input.peek(from: from, max: max)))
         case .consume(let side, let count):
             connection(side)?.input.drain(count)
+            if side == .client { access.moved(count, from: .client) }   // a request head, as the client sent it
         case .vet(let request, let requestLine):
             if case .forward = request { outcome = "http" }
+            access.request(requestLine, now: worker.loop.cachedMilliseconds)
+            switch request {
+            case .connect(let authority), .forward(let authority, _): access.target = authority
+            }
             events.append(.vetted(vet(request, requestLine: requestLine)))
         case .resolve(let authority):
             worker.loop.resolve(host: authority.host, port: authority.port) { [self] result in
@@ -165,15 +176,21 @@ final class ProxyConnection: ConnectionDelegate {
         case .dropUpstream:
             upstream?.close()
             upstream = nil
+        case .exchangeEnded:
+            logAccess(kind: .http)
         case .write(let side, let bytes):
             guard let connection = connection(side) else { return }
             connection.write(bytes)
             events.append(.queued(side, connection.output.count))
+            if side == .client { access.moved(bytes.count, from: .upstream) }   // heads and the proxy's own answers
         case .refused(let status, let reason):
             logger.warning("\(status) \(reason)")
             worker.stats.refused.add(1, ordering: .relaxed)
             worker.stats.count(.response(status: status))
             outcome = "refused"
+            access.status = status
+            access.closeReason = .refused
+            access.detail = reason
         case .startInspection:
             startInspection()
         case .feedInspection(let side, let offset):
@@ -182,6 +199,7 @@ final class ProxyConnection: ConnectionDelegate {
             guard let source = connection(side), let destination = connection(side.other) else { return }
             destination.send(count, movingFrom: source.input, eager: eager)
             worker.stats.bytesCopied.add(count, ordering: .relaxed)
+            access.moved(count, from: side)
             events.append(.queued(side.other, destination.output.count))
         case .setReading(let side, let on):
             guard let connection = connection(side) else { return }
@@ -200,10 +218,12 @@ final class ProxyConnection: ConnectionDelegate {
         case .cancelTimer:
             timer.cancel()
         case .log(.info, let message):
+            if message.hasPrefix("idle for") { access.closeReason = .idle }
             logger.info("\(message)")
         case .log(.warning, let message):
             logger.warning("\(message)")
         case .close(let resetting):
+            if !resetting.isEmpty, access.closeReason == .closed { access.closeReason = .reset }
             for side in resetting { connection(side)?.abort() }
             close()
         }
@@ -230,8 +250,9 @@ final class ProxyConnection: ConnectionDelegate {
 
     private func splice(from side: Side) {
         guard let source = connection(side), let destination = connection(side.other),
-              let pump = SplicePump(loop: worker.loop, from: source, to: destination, onMoved: { [stats = worker.stats] count in
-                  stats.bytesSpliced.add(count, ordering: .relaxed)
+              let pump = SplicePump(loop: worker.loop, from: source, to: destination, onMoved: { [unowned self] count in
+                  worker.stats.bytesSpliced.add(count, ordering: .relaxed)
+                  access.moved(count, from: side)
               }, onEnd: { [unowned self] end in
                   self.pumpEnded(side, end)
               }) else {
@@ -258,6 +279,9 @@ final class ProxyConnection: ConnectionDelegate {
     /// Closes both sides and leaves the worker. Idempotent.
     private func close() {
         guard client.isOpen || upstream != nil else { return }
+        if access.method != nil {   // a request (or tunnel) in progress; a keep-alive client idle between requests has none
+            logAccess(kind: outcome == "refused" ? .refused : (outcome == "http" ? .http : .tunnel))
+        }
         inspection?.abandon()
         inspection = nil
         timer.cancel()
@@ -272,6 +296,52 @@ final class ProxyConnection: ConnectionDelegate {
 }
 
 extension ProxyConnection {
+    // MARK: - Access log
+
+    /// What the access line of the request or tunnel in progress says so far.
+    struct AccessState {
+        var method: String?
+        var url: String?
+        /// The request's upstream (the machine forgets it when an exchange ends, before the line is written).
+        var target: Authority?
+        var started: Int64 = 0
+        var status: Int?
+        var fromClient = 0
+        var toClient = 0
+        var closeReason = AccessRecord.CloseReason.closed
+        var detail: String?
+
+        mutating func request(_ line: String, now: Int64) {
+            let parts = line.split(separator: " ", maxSplits: 1)
+            method = parts.first.map(String.init)
+            url = parts.count == 2 && method != "CONNECT" ? String(parts[1]) : nil
+            started = now
+        }
+
+        /// Bytes the client sent (request heads and bodies, tunnel bytes), or that it was sent.
+        mutating func moved(_ count: Int, from side: Side) {
+            if side == .client { fromClient += count } else { toClient += count }
+        }
+    }
+
+    /// Writes the access line of the request or tunnel in progress (when there is an access log), then starts afresh
+    /// for the next request on the connection.
+    private func logAccess(kind: AccessRecord.Kind) {
+        defer { access = AccessState() }
+        guard let log = worker.inspector.accessLog, access.method != nil else { return }
+        let now = worker.loop.cachedMilliseconds
+        var known = inspection?.handshakeFacts ?? access.target.map { self.facts(for: $0) } ?? ConnectionFacts(connectHost: "", port: 0)
+        known.upstreamIP = known.upstreamIP ?? connectedAddress?.ip
+        let verdict = inspection?.outcome
+        let status = access.status ?? (kind == .tunnel ? 200 : nil)
+        let record = AccessRecord(endMilliseconds: now, durationMilliseconds: max(0, now - access.started), kind: kind,
+                                  connection: known, method: access.method, url: access.url, status: status,
+                                  bytesFromClient: access.fromClient, bytesToClient: access.toClient,
+                                  verdict: verdict?.action, reason: verdict?.reason, evidence: verdict?.evidence,
+                                  closeReason: access.closeReason, detail: access.detail, observer: worker.inspector.observer)
+        log.submit(record.jsonLine)
+    }
+
     // MARK: - Inspection
 
     private func startInspection() {

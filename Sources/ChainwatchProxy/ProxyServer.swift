@@ -87,6 +87,7 @@ public final class ProxyServer: @unchecked Sendable {
             _ = finished?.wait(timeout: .now() + 2)
         }
         inspector.alerts.close()
+        inspector.accessLog?.close()
         logger.notice("stopped; \(inspector.alerts.written) alert line(s) written to \(inspector.alerts.path)")
     }
 }

@@ -34,6 +34,9 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("alert-log"), help: "Alert log: one JSON line per finding (ECS field names). `-` is standard output. Reopened on SIGUSR1.")
     var alertLog = "chainwatch-alerts.jsonl"
 
+    @Option(name: .customLong("access-log"), help: "Access log: one JSON line (ECS) per tunnel and plain-HTTP request as it ends: client, destination, SNI, TLS version, verdict, bytes each way, duration, close reason. `-` is standard output. Reopened on SIGUSR1. Default: none.")
+    var accessLog: String?
+
     @Option(help: ArgumentHelp("Extra trust anchors (PEM bundle) added to every rule that trusts the system roots.",
                                discussion: "Anchors you name are trusted deliberately: a chain through one raises no finding."))
     var ca: String?
@@ -152,9 +155,10 @@ struct Run: ParsableCommand {
             let cache = VerdictCache()
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
+            let access = try accessLog.map { try AlertWriter(path: $0, logger: logger, name: "access log") }
             let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: min(maxProbes, maxConnections))
             let known = try intermediates.map { try certificates(inPEMFile: $0, option: "--intermediates") } ?? []
-            inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, logger: logger,
+            inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, accessLog: access, logger: logger,
                                   intermediates: IntermediatePool(loaded: known))
         } catch {
             FileHandle.standardError.write(Data("chainwatch: \(error)\n".utf8))
@@ -184,7 +188,7 @@ struct Run: ParsableCommand {
         logger.notice("policy: \(reloader.store.snapshot.source); alerts: \(alertLog == "-" ? "standard output" : alertLog)")
         try server.runUntilSignalled(onSignal: [
             (SIGHUP, { reloader.reload() }),
-            (SIGUSR1, { inspector.alerts.reopen() }),
+            (SIGUSR1, { inspector.alerts.reopen(); inspector.accessLog?.reopen() }),
         ], every: watch ? { reloader.reloadIfChanged() } : nil)
         withExtendedLifetime(adminServer) {}
     }

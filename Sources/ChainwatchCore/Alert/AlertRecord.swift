@@ -35,14 +35,7 @@ public struct AlertRecord: Sendable {
     public var jsonLine: String {
         var w = JSONWriter()
         w.field("@timestamp", Self.timestamp(timeMilliseconds))
-        w.object("ecs") { $0.field("version", Observer.ecsVersion) }
-        w.object("observer") { o in
-            o.field("hostname", observer.hostname)
-            o.field("product", "chainwatch")
-            o.field("vendor", "chainwatch")
-            o.field("version", Observer.version)
-            o.field("type", "proxy")
-        }
+        w.observedBy(observer)
         w.object("event") { e in
             e.field("kind", "alert")
             e.field("category", ["network"])

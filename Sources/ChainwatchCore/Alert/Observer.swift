@@ -10,3 +10,17 @@ public struct Observer: Sendable, Hashable {
 
     public init(hostname: String) { self.hostname = hostname }
 }
+
+extension JSONWriter {
+    /// `ecs.version` and `observer.*`: what every line of the alert and access logs says about who wrote it.
+    mutating func observedBy(_ observer: Observer) {
+        object("ecs") { $0.field("version", Observer.ecsVersion) }
+        object("observer") { o in
+            o.field("hostname", observer.hostname)
+            o.field("product", "chainwatch")
+            o.field("vendor", "chainwatch")
+            o.field("version", Observer.version)
+            o.field("type", "proxy")
+        }
+    }
+}

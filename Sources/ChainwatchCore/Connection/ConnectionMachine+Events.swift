@@ -59,6 +59,8 @@ extension ConnectionMachine {
         case connect(addressIndex: Int)
         /// Closes the upstream socket (a failed attempt, a finished exchange); a later `.connect` makes a new one.
         case dropUpstream
+        /// A plain-HTTP exchange is complete (its response fully relayed): the access log's line for it.
+        case exchangeEnded
         /// Sends bytes of the proxy's own to `side`.
         case write(Side, [UInt8])
         /// Refuses with a status: log it and count it (the `write` of the answer follows).

@@ -571,6 +571,7 @@ public struct ConnectionMachine: Sendable {
         exchangesServed += 1
         exchange = nil
         responseHeadDeadline = false
+        out.append(.exchangeEnded)
         out.append(.dropUpstream)
         pauses[.upstream] = PauseSet(.notConnected)
         buffered[.upstream] = 0

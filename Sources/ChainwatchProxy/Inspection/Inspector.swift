@@ -12,6 +12,8 @@ public final class Inspector: Sendable {
     public let cache: VerdictCache
     public let prober: Prober
     public let alerts: AlertWriter
+    /// The access log (`--access-log`): a line per tunnel and plain-HTTP request as it ends.
+    public let accessLog: AlertWriter?
     let logger: Logger
     let evaluator = Evaluator()
     /// `observer.*` of every line.
@@ -29,7 +31,8 @@ public final class Inspector: Sendable {
     }
     public var verdicts: [VerdictLabels: Int] { verdictCounts.withLock { $0 } }
 
-    public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter, logger: Logger,
+    public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter,
+                accessLog: AlertWriter? = nil, logger: Logger,
                 observer: Observer = Observer(hostname: ProcessInfo.processInfo.hostName),
                 intermediates: IntermediatePool = IntermediatePool()) {
         self.observer = observer
@@ -38,6 +41,7 @@ public final class Inspector: Sendable {
         self.cache = cache
         self.prober = prober
         self.alerts = alerts
+        self.accessLog = accessLog
         self.logger = logger
     }
 

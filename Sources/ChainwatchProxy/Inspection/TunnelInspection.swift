@@ -19,6 +19,10 @@ final class TunnelInspection {
     private(set) var holds: Bool
     /// Set when the verdict is in (or inspection was abandoned); the tunnel then stops feeding bytes.
     private(set) var isFinished = false
+    /// The verdict reached, for the access log: its action (`pass` with no finding), deciding reason, evidence source.
+    private(set) var outcome: (action: String, reason: String?, evidence: String?)?
+    /// The handshake as seen so far (SNI, version, cipher).
+    var handshakeFacts: ConnectionFacts { facts }
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
          report: @escaping (ConnectionMachine.Event) -> Void) {
@@ -302,6 +306,7 @@ final class TunnelInspection {
             facts.probeJA4 = probeJA4
         }
         let now = loop.cachedMilliseconds
+        outcome = (verdict.deciding?.action.rawValue ?? "pass", verdict.deciding?.reason.rawValue, evidence?.source.rawValue)
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {
             if deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost) {
