@@ -2,10 +2,17 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates
-TEST_DEPS := curl openssl nginx-light python3 python3-pytest python3-cryptography python3-prometheus-client procps tinyproxy
+TEST_DEPS := curl openssl nginx-light python3 python3-pytest python3-cryptography python3-prometheus-client procps tinyproxy systemd man-db
 ARGS ?=
 
-.PHONY: all build run test unit e2e deps test-deps clean
+.PHONY: all build run test unit e2e deps test-deps clean man install
+
+# Where `make install` puts things (DESTDIR for staging, as packagers use it).
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man/man1
+SYSCONFDIR ?= /etc
+UNITDIR ?= $(PREFIX)/lib/systemd/system
 
 all: build
 
@@ -45,6 +52,24 @@ unit: deps
 e2e: test-deps build
 	CHAINWATCH_BIN=$(CURDIR)/.build/release/chainwatch CHAINWATCH_BENCH_BIN=$(CURDIR)/.build/release/chainwatch-bench \
 	  python3 -m pytest -q Tests/e2e $(ARGS)
+
+# Manual pages from the commands' own help (swift-argument-parser's generate-manual plugin).
+man: build
+	mkdir -p .build/man
+	swift package --allow-writing-to-directory .build/man generate-manual --output-directory .build/man
+
+# The binaries, manual pages, systemd unit (paths filled in), default policy (kept if one is there) and logrotate.
+install: man
+	install -Dm755 .build/release/chainwatch $(DESTDIR)$(BINDIR)/chainwatch
+	install -Dm755 .build/release/chainwatch-bench $(DESTDIR)$(BINDIR)/chainwatch-bench
+	install -Dm644 .build/man/chainwatch.1 $(DESTDIR)$(MANDIR)/chainwatch.1
+	install -Dm644 .build/man/chainwatch-bench.1 $(DESTDIR)$(MANDIR)/chainwatch-bench.1
+	mkdir -p $(DESTDIR)$(UNITDIR)
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' deploy/chainwatch.service.in > $(DESTDIR)$(UNITDIR)/chainwatch.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/chainwatch.service
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/chainwatch/policy.yaml ]; then echo "kept $(DESTDIR)$(SYSCONFDIR)/chainwatch/policy.yaml"; \
+	  else install -Dm644 policies/default.yaml $(DESTDIR)$(SYSCONFDIR)/chainwatch/policy.yaml; fi
+	install -Dm644 deploy/logrotate.conf $(DESTDIR)$(SYSCONFDIR)/logrotate.d/chainwatch
 
 clean:
 	rm -rf .build

@@ -16,8 +16,6 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
     private let reloader: PolicyReloader
     private let logger: Logger
     private let started = Date()
-    /// A loop that has not beaten for this long is reported stuck by `/healthz`.
-    static let stuckMilliseconds: Int64 = 5_000
 
     /// Binds `address` (errors surface here) and serves on a new thread.
     public init(address: SocketAddress, server: ProxyServer, reloader: PolicyReloader, logger: Logger) throws {
@@ -79,10 +77,7 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         }
     }
 
-    private func stuckLoops() -> [String] {
-        server.loopHealth.filter { $0.silentMilliseconds > Self.stuckMilliseconds }
-            .map { "loop \($0.index) silent for \($0.silentMilliseconds / 1000) s" }
-    }
+    private func stuckLoops() -> [String] { server.stuckLoops }
 
     private func json(_ status: Int, cleared: Int) -> HTTPServer.Response {
         var w = JSONWriter()

@@ -49,6 +49,14 @@ public final class ProxyServer: @unchecked Sendable {
     }
     private var finished: DispatchGroup?
 
+    /// Loops that have not beaten for `stuckMilliseconds` (stuck in one callback), named for a message.
+    public var stuckLoops: [String] {
+        loopHealth.filter { $0.silentMilliseconds > Self.stuckMilliseconds }
+            .map { "loop \($0.index) silent for \($0.silentMilliseconds / 1000) s" }
+    }
+    /// A loop beats every second; one silent this long is stuck.
+    public static let stuckMilliseconds: Int64 = 5_000
+
     /// Per loop: seconds since its last heartbeat (a loop stuck in one callback stops beating) and the CPU seconds
     /// its thread has used. For the admin listener; safe from any thread.
     public var loopHealth: [(index: Int, silentMilliseconds: Int64, cpuSeconds: Double?)] {
@@ -58,12 +66,15 @@ public final class ProxyServer: @unchecked Sendable {
 
     /// Blocks until SIGTERM or SIGINT, then drains: stop accepting, give tunnels the grace period, stop.
     /// `extra` signals run their action on this (control) thread; `every` runs once a second (e.g. `--watch`).
-    public func runUntilSignalled(onSignal extra: [(Int32, () -> Void)] = [], every tick: (() -> Void)? = nil) throws {
+    /// `onDrain` runs when SIGTERM or SIGINT arrives, before the drain.
+    public func runUntilSignalled(onSignal extra: [(Int32, () -> Void)] = [], every tick: (() -> Void)? = nil,
+                                  onDrain: @escaping () -> Void = {}) throws {
         let control = try EventLoop(index: -1)
         var watchers: [SignalWatcher] = []
         for sig in [SIGTERM, SIGINT] {
             watchers.append(SignalWatcher(loop: control, signal: sig) { [self] in
                 logger.notice("signal \(sig): draining \(stats.openConnections.load(ordering: .relaxed)) connection(s), grace \(configuration.shutdownGraceMilliseconds) ms")
+                onDrain()
                 control.stop()
             })
         }

@@ -186,10 +186,22 @@ struct Run: ParsableCommand {
             }
         }
         logger.notice("policy: \(reloader.store.snapshot.source); alerts: \(alertLog == "-" ? "standard output" : alertLog)")
+        // systemd (Type=notify): ready once listening; a watchdog keep-alive each second while every loop beats (a
+        // stuck loop stops them, and systemd restarts the service after WatchdogSec=); stopping at SIGTERM.
+        let systemd = ServiceNotifier(environment: ProcessInfo.processInfo.environment)
+        systemd.notify("READY=1\nSTATUS=listening on \(server.configuration.listen)\nMAINPID=\(getpid())")
+        let watchdog = systemd.watchdogMilliseconds != nil
         try server.runUntilSignalled(onSignal: [
-            (SIGHUP, { reloader.reload() }),
+            (SIGHUP, {
+                systemd.notify("RELOADING=1")
+                reloader.reload()
+                systemd.notify("READY=1\nSTATUS=policy generation \(reloader.store.snapshot.generation)")
+            }),
             (SIGUSR1, { inspector.alerts.reopen(); inspector.accessLog?.reopen() }),
-        ], every: watch ? { reloader.reloadIfChanged() } : nil)
+        ], every: watch || watchdog ? {
+            if watch { reloader.reloadIfChanged() }
+            if watchdog, server.stuckLoops.isEmpty { systemd.notify("WATCHDOG=1") }
+        } : nil, onDrain: { systemd.notify("STOPPING=1\nSTATUS=draining") })
         withExtendedLifetime(adminServer) {}
     }
 }
