@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates
-TEST_DEPS := curl openssl nginx-light python3 python3-pytest python3-cryptography python3-prometheus-client procps tinyproxy systemd man-db
+TEST_DEPS := curl openssl nginx-light python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db
 ARGS ?=
 
 .PHONY: all build run test unit e2e deps test-deps clean man install
@@ -31,6 +31,8 @@ test-deps: deps
 	@python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q pytest
 	@python3 -c 'import cryptography' 2>/dev/null || python3 -m pip install -q cryptography
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus-client
+	@python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml
+	@python3 -c 'import kubernetes_validate' 2>/dev/null || python3 -m pip install -q kubernetes-validate
 
 build: deps
 	swift build -c release --product chainwatch

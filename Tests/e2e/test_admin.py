@@ -7,24 +7,14 @@ import signal
 import socket
 import subprocess
 import time
-import urllib.request
-import urllib.error
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from admin_helpers import admin_get
 from conftest import BIN
 from helpers import connect_via, echo_handler, free_port, TCPServer, raw_request
 from test_detection import curl, pki, serve, write_policy  # noqa: F401 (fixture)
-
-
-def admin_get(port, path, method="GET"):
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
-    try:
-        with urllib.request.urlopen(request, timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
 
 
 def metrics(port):

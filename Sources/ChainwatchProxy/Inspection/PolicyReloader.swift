@@ -13,7 +13,7 @@ public final class PolicyReloader: @unchecked Sendable {
     private let publicRoots: PublicRoots?
     private let logger: Logger
     private var generation = 0
-    private var lastModification: Date?
+    private var lastModification: FileIdentity?
     public private(set) var store: PolicyStore!
     public var cache: VerdictCache?
     private let counters = Mutex(Status())
@@ -74,13 +74,23 @@ public final class PolicyReloader: @unchecked Sendable {
         }
     }
 
-    /// For `--watch`: reloads when the file's modification time changed since the last load.
+    /// For `--watch`: reloads when the file changed since the last load: another file now (a new inode, as a
+    /// Kubernetes ConfigMap's `..data` symlink swap or an editor's rename gives) or the same one modified.
     public func reloadIfChanged() {
         guard let path, let now = Self.modification(of: path), now != lastModification else { return }
         reload()
     }
 
-    static func modification(of path: String) -> Date? {
-        (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date
+    /// What identifies a file's content version, through every symbolic link on the way (stat(2), not lstat: a
+    /// ConfigMap's `policy.yaml` is a link into `..data`, which is itself a link swapped on update).
+    struct FileIdentity: Equatable {
+        var device: UInt64, inode: UInt64, size: Int64, seconds: Int, nanoseconds: Int
+    }
+
+    static func modification(of path: String) -> FileIdentity? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return FileIdentity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+                            seconds: info.st_mtim.tv_sec, nanoseconds: info.st_mtim.tv_nsec)
     }
 }

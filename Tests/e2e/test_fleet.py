@@ -1,0 +1,112 @@
+"""deploy/kubernetes, deploy/prometheus, deploy/grafana: the manifests pass the Kubernetes schema (kubernetes-validate,
+strict, offline); the Deployment's arguments start a real proxy (with loopback addresses for the test) on the
+ConfigMap's policy; every metric the dashboard queries is one /metrics exports."""
+import json
+import re
+import subprocess
+import time
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from admin_helpers import admin_get
+from conftest import BIN, ROOT
+from helpers import free_port
+
+KUBE = ROOT / "deploy/kubernetes"
+MANIFESTS = ["configmap.yaml", "deployment.yaml", "service.yaml", "pdb.yaml", "hpa.yaml"]
+
+
+def validate(*paths):
+    return subprocess.run(["python3", "-m", "kubernetes_validate", "--strict", *map(str, paths)], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_manifest_passes_the_kubernetes_schema(name):
+    r = validate(KUBE / name)
+    assert r.returncode == 0 and "passed" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_validator_rejects_a_wrong_manifest(tmp_path):
+    """The check itself: a misspelt field fails strict validation."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((KUBE / "deployment.yaml").read_text().replace("readOnlyRootFilesystem", "readOnlyRootFileSystem"))
+    assert validate(bad).returncode != 0
+
+
+def test_kustomization_lists_every_manifest():
+    listed = yaml.safe_load((KUBE / "kustomization.yaml").read_text())["resources"]
+    assert sorted(listed) == sorted(MANIFESTS)
+
+
+def test_the_deployment_is_hardened_and_probed():
+    pod = yaml.safe_load((KUBE / "deployment.yaml").read_text())["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsNonRoot"] and container["securityContext"]["readOnlyRootFilesystem"]
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "--alert-log=-" in container["args"]
+
+
+def test_the_deployments_arguments_run_a_proxy_on_the_configmaps_policy(tmp_path):
+    """The same flags, with the listeners moved to loopback (tests bind nothing else) and the policy from the
+    ConfigMap written where the volume would put it."""
+    config = yaml.safe_load((KUBE / "configmap.yaml").read_text())
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(config["data"]["policy.yaml"])
+    args = yaml.safe_load((KUBE / "deployment.yaml").read_text())["spec"]["template"]["spec"]["containers"][0]["args"]
+    port, admin = free_port(), free_port()
+    args = [a.replace("0.0.0.0:3128", f"127.0.0.1:{port}").replace("0.0.0.0:9128", f"127.0.0.1:{admin}")
+             .replace("/etc/chainwatch/policy.yaml", str(policy)) for a in args] + ["--allow-client=127.0.0.0/8"]
+    proc = subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if admin_get(admin, "/readyz")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.1)
+        assert admin_get(admin, "/readyz") == (200, "ready\n")
+        assert json_state(admin)["policy"]["source"] == str(policy)
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def json_state(admin):
+    status, text = admin_get(admin, "/state")
+    assert status == 200
+    return json.loads(text)
+
+
+def test_every_dashboard_query_names_an_exported_metric(start_proxy):
+    admin = free_port()
+    start_proxy("--admin", f"127.0.0.1:{admin}")
+    status, text = admin_get(admin, "/metrics")
+    assert status == 200
+    families = list(text_string_to_metric_families(text))
+    # A labelled family with no sample yet (no verdict so far) is still declared; the parser drops `_total`.
+    exported = {s.name for f in families for s in f.samples} | {f.name for f in families} | {f.name + "_total" for f in families}
+    dashboard = json.loads((ROOT / "deploy/grafana/chainwatch-dashboard.json").read_text())
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert len(queries) >= 15
+    named = {name for q in queries for name in re.findall(r"\b((?:chainwatch|process)_[a-z0-9_]+)", q)}
+    assert named, "no metric names found"
+    assert named <= exported, f"not exported: {sorted(named - exported)}"
+    for q in queries:   # label names used in the queries exist on those metrics
+        for labels in re.findall(r"by \(([^)]*)\)", q):
+            for label in (l.strip() for l in labels.split(",")):
+                assert label in {"pod", "le", "loop", "action", "reason", "evidence", "outcome", "status", "path",
+                                 "cache", "result", "sha256"}, label
+
+
+def test_the_prometheus_configuration_keeps_the_admin_port():
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    job = config["scrape_configs"][0]
+    keep = [r for r in job["relabel_configs"] if r.get("action") == "keep"][0]
+    service = yaml.safe_load((KUBE / "service.yaml").read_text())
+    assert keep["regex"] == f"{service['metadata']['labels']['app.kubernetes.io/name']};admin"
+    assert "admin" in [p["name"] for p in service["spec"]["ports"]]
