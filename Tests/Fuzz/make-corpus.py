@@ -31,6 +31,9 @@ HANDSHAKES = ["tls12-rsa", "tls12-rsa-resumed", "tls12-ecdsa", "tls13-rsa", "tls
 # The header most seeds carry: chunks of up to 64 bytes, a fixed split seed.
 CHUNKS = bytes([63, 0x12, 0x34])
 
+sys.path.insert(0, os.path.join(ROOT, "Tests/e2e"))
+from helpers import BlobHTTPHandler  # noqa: E402  (the e2e upstream, standard library only)
+
 
 def write(target, name, data):
     folder = os.path.join(CORPUS, target)
@@ -130,33 +133,18 @@ def curl_requests():
         write("FuzzRequestHead", name, bytes([0]) + CHUNKS + data)
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
-    """Like the e2e tests' upstream (Tests/e2e/helpers.py): a length, a chunked body, or HTTP/1.0 until close."""
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
+class Handler(BlobHTTPHandler):
+    """The e2e tests' upstream (Tests/e2e/helpers.py: a length, or a chunked body at /chunked), plus HTTP/1.0 until
+    close at /close."""
 
     def do_GET(self):
-        if self.path == "/chunked":
-            self.send_response(200)
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            for part in (b"hello ", b"chunked ", b"world"):
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-            self.wfile.write(b"0\r\n\r\n")
-        elif self.path == "/close":
-            self.protocol_version = "HTTP/1.0"
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b"until the server closes\n")
-            self.close_connection = True
-        else:
-            body = b"hello from upstream\n"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+        if self.path != "/close":
+            return super().do_GET()
+        self.protocol_version = "HTTP/1.0"
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"until the server closes\n")
+        self.close_connection = True
 
 
 def fetch(port, request):
