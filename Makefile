@@ -4,8 +4,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates
 TEST_DEPS := curl openssl nginx-light python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db
 ARGS ?=
+# make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.
+FUZZ_TIME ?= 180
+FUZZ_RUNS ?=
+FUZZ_SMOKE_TIME ?= 12
 
-.PHONY: all build run test unit e2e deps test-deps clean man install
+.PHONY: all build run test unit e2e fuzz fuzz-smoke deps test-deps clean man install
 
 # Where `make install` puts things (DESTDIR for staging, as packagers use it).
 PREFIX ?= /usr/local
@@ -42,11 +46,13 @@ build: deps
 run: build
 	.build/release/chainwatch run $(ARGS)
 
-# Unit tests (Swift Testing) and end-to-end tests (pytest: real curl, openssl, nginx on loopback).
+# Unit tests (Swift Testing), end-to-end tests (pytest: real curl, openssl, nginx on loopback) and a short run of
+# each fuzz target.
 test: test-deps build
 	swift test
 	CHAINWATCH_BIN=$(CURDIR)/.build/release/chainwatch CHAINWATCH_BENCH_BIN=$(CURDIR)/.build/release/chainwatch-bench \
 	  python3 -m pytest -q Tests/e2e
+	$(MAKE) --no-print-directory fuzz-smoke
 
 unit: deps
 	swift test
@@ -73,5 +79,14 @@ install: man
 	  else install -Dm644 policies/default.yaml $(DESTDIR)$(SYSCONFDIR)/chainwatch/policy.yaml; fi
 	install -Dm644 deploy/logrotate.conf $(DESTDIR)$(SYSCONFDIR)/logrotate.d/chainwatch
 
+# libFuzzer targets (Tests/Fuzz, AddressSanitizer), one at a time: FUZZ_TIME seconds each, or FUZZ_RUNS executions.
+# Results and the commands behind FUZZING.md's numbers: FUZZING.md.
+fuzz: deps
+	Tests/Fuzz/run.sh $(if $(FUZZ_RUNS),--runs $(FUZZ_RUNS),--time $(FUZZ_TIME))
+
+# Build the fuzz targets and run each for FUZZ_SMOKE_TIME seconds (part of make test).
+fuzz-smoke: deps
+	Tests/Fuzz/run.sh --time $(FUZZ_SMOKE_TIME)
+
 clean:
-	rm -rf .build
+	rm -rf .build Tests/Fuzz/.build

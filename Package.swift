@@ -7,6 +7,9 @@ let package = Package(
     products: [
         .executable(name: "chainwatch", targets: ["chainwatch"]),
         .executable(name: "chainwatch-bench", targets: ["chainwatch-bench"]),
+        // For the fuzzers' nested package (Tests/Fuzz), which depends on this one by path.
+        .library(name: "ChainwatchCore", targets: ["ChainwatchCore"]),
+        .library(name: "ChainwatchPolicyFile", targets: ["ChainwatchPolicyFile"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),

@@ -22,11 +22,18 @@ public struct RequestHead: Sendable, Equatable {
         headers.first { $0.name.lowercased() == name.lowercased() }?.value
     }
 
-    /// All comma-separated tokens of every instance of a header, lowercased and trimmed.
+    /// All comma-separated tokens of every instance of a header, lowercased and trimmed. Read as bytes, the way the
+    /// client and server on either side read them: split at the byte `,`, trimmed of SP and HTAB, ASCII letters
+    /// lowercased and nothing else. (Read as Unicode, `Transfer-Encoding: chun\u{212A}ed` with a KELVIN SIGN
+    /// lowercased to `chunked`, framing a body its peer does not frame; found by fuzzing, FUZZING.md.)
     public func tokens(of name: String) -> [String] {
         headers.filter { $0.name.lowercased() == name.lowercased() }
-            .flatMap { $0.value.split(separator: ",") }
-            .map { String($0).trimmedHTTPWhitespace().lowercased() }
+            .flatMap { $0.value.utf8.split(separator: UInt8(ascii: ",")) }
+            .map { token in
+                let start = token.firstIndex { $0 != 0x20 && $0 != 0x09 } ?? token.endIndex
+                let end = token.lastIndex { $0 != 0x20 && $0 != 0x09 }.map { token.index(after: $0) } ?? start
+                return String(decoding: token[start..<end].map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }, as: UTF8.self)
+            }
             .filter { !$0.isEmpty }
     }
 }

@@ -153,6 +153,24 @@ import Testing
         #expect(BodyFraming.response(try r("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), requestMethod: "GET") == .chunked)
         #expect(BodyFraming.response(try r("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), requestMethod: "GET") == nil)
     }
+
+    /// `Fixtures/fuzz/request-te-kelvin-sign`: curl's chunked upload with `Transfer-Encoding: chun\u{212A}ed`, a KELVIN
+    /// SIGN for the k. Unicode lowercasing made it `chunked`, so the proxy framed a chunked body that a server reading
+    /// bytes does not (and, in a response, kept the client connection while the client read until close). Now
+    /// tokens are read as bytes: the request is refused, the response read until close.
+    @Test func transferCodingsAreReadAsBytes() throws {
+        let (head, _) = try #require(try RequestHeadParser.parse(try FuzzFixture.bytes("request-te-kelvin-sign")))
+        #expect(head.tokens(of: "transfer-encoding") == ["chun\u{212A}ed"])
+        #expect(BodyFraming.request(head) == nil)
+        let response = ResponseHead(version: "HTTP/1.1", status: 200, reasonPhrase: "OK", headers: head.headers)
+        #expect(BodyFraming.response(response, requestMethod: "POST") == .untilClose)
+        // A comma is a separator even where Unicode joins it to the mark before it (U+0600, a prepended mark).
+        let joined = try #require(try RequestHeadParser.parse(Array("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip\u{600},chunked\r\n\r\n".utf8)))
+        #expect(joined.head.tokens(of: "Transfer-Encoding") == ["gzip\u{600}", "chunked"])
+        #expect(BodyFraming.request(joined.head) == .chunked)
+        #expect(RequestHead(method: "GET", target: "/", version: "HTTP/1.1", headers: [("Connection", " Keep-Alive ,\tClose")])
+            .tokens(of: "connection") == ["keep-alive", "close"])
+    }
 }
 
 @Suite struct CIDRTests {

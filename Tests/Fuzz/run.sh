@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of this package (AddressSanitizer, release) and runs each in turn, one process at a
+# time, for a bounded time or number of executions. See FUZZING.md at the repository root.
+#
+#   Tests/Fuzz/run.sh --time SECONDS [TARGET...]   each target for SECONDS
+#   Tests/Fuzz/run.sh --runs N [TARGET...]         each target for N executions (at most FUZZ_MAX_TIME s if set)
+#   Tests/Fuzz/run.sh --regress [TARGET...]        each target once over its seeds, no fuzzing
+#   Tests/Fuzz/run.sh --build                      build only
+#
+# Seeds are read from corpus/TARGET (checked in); what a run learns goes to .build/corpus/TARGET (kept between runs,
+# not in git); a crashing input is written to .build/artifacts/TARGET/ and the run fails. Each target's libFuzzer
+# output is in .build/logs/TARGET.log; one summary line per target is printed. Exits non-zero if any target failed.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+ALL=(FuzzTLSObserver FuzzHandshakeWatch FuzzRequestHead FuzzResponseHead FuzzBodyScanner FuzzPolicyLoader FuzzHostsFile)
+declare -A DICT=([FuzzTLSObserver]=tls [FuzzHandshakeWatch]=tls [FuzzRequestHead]=http [FuzzResponseHead]=http
+                 [FuzzBodyScanner]=http [FuzzPolicyLoader]=policy)
+# Longest input generated (libFuzzer's default is the longest seed, at least 4096): smaller where a few lines or
+# messages reach every path, so the executions go further.
+declare -A MAXLEN=([FuzzHostsFile]=1024 [FuzzRequestHead]=2048 [FuzzResponseHead]=2048)
+
+mode=${1:-}
+case "$mode" in
+    --time|--runs) bound=${2:?"$mode needs a number"}; shift 2 ;;
+    --regress|--build) shift ;;
+    *) echo "usage: $0 --time SECONDS | --runs N | --regress | --build [TARGET...]" >&2; exit 2 ;;
+esac
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=("${ALL[@]}")
+
+start=$SECONDS
+build=(swift build -c release --sanitize=fuzzer --sanitize=address)
+bin=.build/release
+mkdir -p .build
+# Uninstrumented code gives libFuzzer nothing to steer by (it still runs, and finds little). Some full rebuilds here
+# have produced such binaries (SwiftPM 6.3; the build after them was instrumented), so check, and build once more.
+instrumented() {
+    local t
+    for t in "${targets[@]}"; do
+        [ -x "$bin/$t" ] || return 1
+        case "$("$bin/$t" -runs=0 2>&1)" in *'inline 8-bit counters'*) ;; *) echo "fuzz: $t is not instrumented" >&2; return 1 ;; esac
+    done
+}
+for attempt in 1 2; do
+    if ! "${build[@]}" >.build/build.log 2>&1; then
+        grep -E 'error:' .build/build.log >&2 || tail -40 .build/build.log >&2
+        echo "fuzz: build failed (.build/build.log)" >&2
+        exit 1
+    fi
+    instrumented && break
+    [ $attempt = 2 ] && exit 1
+    # Not `--show-bin-path`: a build after it recompiled ChainwatchCore.
+    touch ../../Sources/ChainwatchCore/TLS/TLSObserver.swift ../../Sources/ChainwatchPolicyFile/PolicyParser.swift
+done
+echo "fuzz: built in $((SECONDS - start)) s"
+[ "$mode" = --build ] && exit 0
+# Run copies, so a rebuild during a long run does not replace a running binary.
+mkdir -p .build/fuzzers
+for t in "${targets[@]}"; do cp "$bin/$t" ".build/fuzzers/$t"; done
+bin=.build/fuzzers
+# A trap is reported by libFuzzer and AddressSanitizer; Swift's own backtracer would only add noise to the log.
+export SWIFT_BACKTRACE=enable=no
+# Allocation stacks of 4 frames, not 30: Swift allocates often, and unwinding each cost about a sixth of the
+# executions. A report still shows where the bad access happened; rerun the input with ASAN_OPTIONS= for more.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=4}
+
+failed=()
+for t in "${targets[@]}"; do
+    mkdir -p ".build/corpus/$t" ".build/artifacts/$t" .build/logs
+    args=(-artifact_prefix=".build/artifacts/$t/" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+    [ -n "${DICT[$t]:-}" ] && args+=(-dict="dict/${DICT[$t]}.dict")
+    [ -n "${MAXLEN[$t]:-}" ] && args+=(-max_len="${MAXLEN[$t]}")
+    log=".build/logs/$t.log"
+    began=$SECONDS
+    if [ "$mode" = --regress ]; then
+        inputs=(corpus/"$t"/*)
+        "$bin/$t" "${args[@]}" "${inputs[@]}" >"$log" 2>&1 && status=ok || status=FAILED
+        echo "$t: $status, ${#inputs[@]} inputs"
+    else
+        if [ "$mode" = --time ]; then args+=(-max_total_time="$bound"); else args+=(-runs="$bound"); fi
+        [ -n "${FUZZ_MAX_TIME:-}" ] && args+=(-max_total_time="$FUZZ_MAX_TIME")
+        "$bin/$t" "${args[@]}" ".build/corpus/$t" "corpus/$t" >"$log" 2>&1 && status=ok || status=FAILED
+        runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+        rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
+        cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
+        corpus=$(( $(find ".build/corpus/$t" -type f | wc -l) + $(find "corpus/$t" -type f | wc -l) ))
+        echo "$t: $status, ${runs:-?} runs in $((SECONDS - began)) s, ${rate:-?} exec/s, ${cov:-cov: ?}, corpus $corpus files"
+    fi
+    if [ $status != ok ]; then
+        failed+=("$t")
+        grep -E -m5 'invariant:|Fatal error|ERROR: (libFuzzer|AddressSanitizer)|SUMMARY|Test unit written' "$log" >&2 || tail -20 "$log" >&2
+    fi
+done
+echo "fuzz: ${#targets[@]} targets in $((SECONDS - start)) s"
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzz: FAILED: ${failed[*]} (logs in Tests/Fuzz/.build/logs)" >&2
+    exit 1
+fi
