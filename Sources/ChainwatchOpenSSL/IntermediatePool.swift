@@ -1,6 +1,6 @@
 internal import COpenSSL
 public import ChainwatchCore
-import Synchronization
+import ChainwatchLock
 
 /// Intermediates that complete later paths, as browsers keep them: a server that omits its intermediate (no AIA
 /// fetching here) validates once another server has sent that intermediate in a valid chain, or when it was loaded
@@ -18,7 +18,7 @@ public final class IntermediatePool: Sendable {
         /// Learned digests, oldest first (loaded ones are not listed: never dropped).
         var learnedOrder: [[UInt8]] = []
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// - Parameter loaded: known intermediates (kept for the process's life; CAs only, others are ignored).
     public init(capacity: Int = 1024, loaded: [Certificate] = []) {

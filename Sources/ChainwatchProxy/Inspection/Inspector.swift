@@ -3,7 +3,7 @@ import ChainwatchEventLoop
 import ChainwatchOpenSSL
 import Foundation
 import Logging
-import Synchronization
+import ChainwatchLock
 
 /// The shared part of handshake inspection: policy, verdict cache, prober and alert writer. One per process;
 /// every loop's tunnels use it. Thread-safe: each member is.
@@ -17,7 +17,7 @@ public final class Inspector: Sendable {
     /// `observer.*` of every line.
     public let observer: Observer
     /// One operator log line per run of like findings (every finding is in the alert log).
-    private let noticeThrottle = Mutex(RepeatThrottle())
+    private let noticeThrottle = Lock(RepeatThrottle())
     /// Intermediates seen in valid chains (and loaded at start), offered when a chain misses its own.
     public let intermediates: IntermediatePool
 

@@ -1,6 +1,7 @@
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
 import Glibc
+import ChainwatchLock
 import Synchronization
 
 /// Gets a server's certificate chain with chainwatch's own handshake, for tunnels whose chain is not visible
@@ -18,7 +19,7 @@ import Synchronization
 /// then the oldest results go.
 ///
 /// Thread safety: `probe`, `invalidate`, `removeAll` and the counters may be used from any thread. The table of
-/// results and waiters is behind one `Mutex`, held only for lookups and updates (never across a handshake or a
+/// results and waiters is behind one `Lock`, held only for lookups and updates (never across a handshake or a
 /// completion); counters are atomics. A handshake lives on the
 /// loop of the caller that started it; each completion runs on its own caller's loop.
 public final class Prober: Sendable {
@@ -33,7 +34,7 @@ public final class Prober: Sendable {
     /// The most handshakes in flight at once.
     public let maxInFlight: Int
 
-    private let table = Mutex(Table())
+    private let table = Lock(Table())
     private let now: @Sendable () -> Int64
     private let started = Atomic<Int>(0)
     private let hits = Atomic<Int>(0)
