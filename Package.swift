@@ -25,14 +25,17 @@ let package = Package(
         // Pure logic: no Foundation, no C, no clock.
         .target(name: "ChainwatchCore", swiftSettings: [.strictMemorySafety()]),
 
+        // Lock is Synchronization.Mutex, or a pthread mutex in the ThreadSanitizer build (-DSANITIZE_THREAD).
+        .target(name: "ChainwatchLock"),
+
         // Thin owning wrappers.
-        .target(name: "ChainwatchOpenSSL", dependencies: ["COpenSSL", "ChainwatchCore"]),
-        .target(name: "ChainwatchEventLoop", dependencies: ["CLibevent"]),
+        .target(name: "ChainwatchOpenSSL", dependencies: ["COpenSSL", "ChainwatchCore", "ChainwatchLock"]),
+        .target(name: "ChainwatchEventLoop", dependencies: ["CLibevent", "ChainwatchLock"]),
         .target(name: "ChainwatchPolicyFile", dependencies: ["ChainwatchCore", "ChainwatchOpenSSL", .product(name: "Yams", package: "Yams")]),
 
         // The server.
         .target(name: "ChainwatchProxy", dependencies: [
-            "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchEventLoop", "ChainwatchPolicyFile",
+            "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchEventLoop", "ChainwatchPolicyFile", "ChainwatchLock",
             .product(name: "Logging", package: "swift-log"),
         ]),
 
@@ -50,7 +53,7 @@ let package = Package(
 
         .testTarget(name: "ChainwatchCoreTests", dependencies: ["ChainwatchCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL"]),
+        .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchLock"]),
         .testTarget(name: "ChainwatchPolicyFileTests", dependencies: ["ChainwatchPolicyFile", "ChainwatchCore"], resources: [.copy("Fixtures")]),
     ]
 )

@@ -1,6 +1,6 @@
 internal import CLibevent
 import Glibc
-import Synchronization
+import ChainwatchLock
 
 /// One libevent `event_base` and the `evdns_base` beside it. Owns both.
 /// Thread: everything except `execute(_:)` and `stop()` must be called on the loop's own thread
@@ -9,7 +9,7 @@ public final class EventLoop: @unchecked Sendable {
     package let base: OpaquePointer          // event_base *
     package private(set) var dns: OpaquePointer?  // evdns_base *
     private var inboxEvent: OpaquePointer?   // event *, persistent, activated from other threads
-    private let inbox = Mutex<[@Sendable () -> Void]>([])
+    private let inbox = Lock<[@Sendable () -> Void]>([])
     public let index: Int
 
     /// Makes libevent thread-aware; idempotent. Must run before the first loop is made.

@@ -1,5 +1,6 @@
 internal import COpenSSL
 public import ChainwatchCore
+import ChainwatchLock
 import Synchronization
 
 /// Intermediates that complete later paths, as browsers keep them: a server that omits its intermediate (no AIA
@@ -18,7 +19,7 @@ public final class IntermediatePool: Sendable {
         /// Learned digests, oldest first (loaded ones are not listed: never dropped).
         var learnedOrder: [[UInt8]] = []
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let completions = Atomic<Int>(0)
 
     /// - Parameter loaded: known intermediates (kept for the process's life; CAs only, others are ignored).

@@ -1,5 +1,5 @@
 internal import COpenSSL
-import Synchronization
+import ChainwatchLock
 
 /// A client `SSL_CTX` as every `TLSClient` uses it: security level 0 from TLS 1.0 (a weak server still completes
 /// and the policy, not the client, judges it), no certificate verification (`PathValidator` judges the chain), no
@@ -54,7 +54,7 @@ final class TLSClientContext: @unchecked Sendable {
 
     /// The most contexts with custom extensions kept; past it a new set gets a context of its own, not cached.
     static let maxCached = 32
-    private static let cache = Mutex<[[UInt16]: TLSClientContext]>([:])
+    private static let cache = Lock<[[UInt16]: TLSClientContext]>([:])
 
     /// The context that sends `customExtensions` (empty: the shared one).
     static func context(customExtensions: [UInt16]) throws(OpenSSLError) -> TLSClientContext {

@@ -1,6 +1,6 @@
 internal import COpenSSL
 public import ChainwatchCore
-import Synchronization
+import ChainwatchLock
 
 /// A set of trust anchors for path validation: the system roots, a rule's own anchors, or both; and what kind of
 /// anchor each is (`AnchorKind`).
@@ -9,7 +9,7 @@ import Synchronization
 /// it is `@unchecked Sendable` because nothing mutates the store after init except OpenSSL's own lookup
 /// cache for the hashed `/etc/ssl/certs` directory, which OpenSSL guards with the store's lock, and
 /// `X509_verify_cert` only reads the store through an `X509_STORE_CTX` of its own. The facts cache below
-/// is behind a `Mutex`.
+/// is behind a `Lock`.
 public final class TrustStore: @unchecked Sendable {
     /// The `X509_STORE *` this object owns.
     package let raw: OpaquePointer
@@ -24,7 +24,7 @@ public final class TrustStore: @unchecked Sendable {
     public let publicRoots: PublicRoots?
     /// Facts of anchors already seen, by `X509 *` address. Sound because the store keeps every certificate
     /// it has loaded (and so its address) until it is freed in deinit.
-    private let anchorFacts: Mutex<[UInt: CertificateFacts]>
+    private let anchorFacts: Lock<[UInt: CertificateFacts]>
 
     /// Builds a store from the system roots (when `systemRoots`) and `extraAnchors`.
     /// - Parameter publicRoots: the public root set; without it, system roots are `.systemRoot` (kind unknown).
@@ -36,7 +36,7 @@ public final class TrustStore: @unchecked Sendable {
         self.extraAnchors = extraAnchors
         self.publicRoots = publicRoots
         operatorDigests = Set(extraAnchors.map(\.facts.sha256))
-        anchorFacts = Mutex([:])
+        anchorFacts = Lock([:])
         if systemRoots {
             guard X509_STORE_set_default_paths(store) == 1 else {
                 X509_STORE_free(store)

@@ -1,3 +1,4 @@
+import ChainwatchLock
 import Synchronization
 
 /// Process-wide counters, updated with atomics from every loop; `/metrics` reads them.
@@ -12,7 +13,7 @@ public final class ProxyStats: Sendable {
     /// Bytes moved by splice(2), socket to pipe to socket inside the kernel.
     public let bytesSpliced = Atomic<Int>(0)
     /// Counts kept per label value: how connections ended, and the statuses of the proxy's own answers.
-    private let labelled = Mutex<[Counted: Int]>([:])
+    private let labelled = Lock<[Counted: Int]>([:])
 
     public enum Counted: Hashable, Sendable {
         /// A client connection closed: `tunnel` (CONNECT relayed), `blocked` (its verdict closed it), `http` (plain

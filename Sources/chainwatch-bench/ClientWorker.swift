@@ -18,7 +18,9 @@ final class Worker: @unchecked Sendable {
     private var live: [ObjectIdentifier: Session] = [:]
     private(set) var stopping = false
     private var exiting = false
-    private var timers: [OpaquePointer] = []
+    /// One-shot timers and the boxes their callbacks borrow; both live until deinit (a timer that never fired, such as
+    /// the deadline of a run that ended first, must not keep its box alive after the worker is gone).
+    private var timers: [(event: OpaquePointer, box: TimerBox)] = []
     private(set) var startedAt: UInt64 = 0
     private(set) var endedAt: UInt64 = 0
     /// Open loop: arrivals started so far, the arrival timer, and arrivals waiting for a free lane (their times).
@@ -42,7 +44,7 @@ final class Worker: @unchecked Sendable {
     }
 
     deinit {
-        for timer in timers { event_free(timer) }
+        for timer in timers { event_free(timer.event) }
         if let arrivalTimer { event_free(arrivalTimer) }
         for lane in lanes { lane.release() }
         event_base_free(base)
@@ -70,12 +72,12 @@ final class Worker: @unchecked Sendable {
     private func arm(after seconds: Double, _ action: @escaping (Worker) -> Void) {
         let box = TimerBox(worker: self, action: action)
         let timer = event_new(base, -1, 0, { _, _, ctx in
-            let box = Unmanaged<TimerBox>.fromOpaque(ctx!).takeRetainedValue()
+            let box = Unmanaged<TimerBox>.fromOpaque(ctx!).takeUnretainedValue()
             if let worker = box.worker { box.action(worker) }
-        }, Unmanaged.passRetained(box).toOpaque())!
+        }, Unmanaged.passUnretained(box).toOpaque())!
         var tv = timeval(seconds: seconds)
         event_add(timer, &tv)
-        timers.append(timer)
+        timers.append((timer, box))
     }
 
     /// Open loop: starts every arrival that is due by now (each on a free lane, or queued for the next one that

@@ -3,6 +3,7 @@ import ChainwatchEventLoop
 import ChainwatchOpenSSL
 import ChainwatchProxy
 import Foundation
+import ChainwatchLock
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -120,7 +121,7 @@ struct Answer: Sendable {
 
 /// Collects completions from any thread.
 final class Answers: Sendable {
-    private let answers = Mutex<[Answer]>([])
+    private let answers = Lock<[Answer]>([])
     private let arrived = DispatchSemaphore(value: 0)
 
     func add(_ answer: Answer) {

@@ -3,7 +3,7 @@ import ChainwatchEventLoop
 import ChainwatchOpenSSL
 import Foundation
 import Logging
-import Synchronization
+import ChainwatchLock
 
 /// The shared part of handshake inspection: policy, verdict cache, prober and alert writer. One per process;
 /// every loop's tunnels use it. Thread-safe: each member is.
@@ -19,12 +19,12 @@ public final class Inspector: Sendable {
     /// `observer.*` of every line.
     public let observer: Observer
     /// One operator log line per run of like findings (every finding is in the alert log).
-    private let noticeThrottle = Mutex(RepeatThrottle())
+    private let noticeThrottle = Lock(RepeatThrottle())
     /// Intermediates seen in valid chains (and loaded at start), offered when a chain misses its own.
     public let intermediates: IntermediatePool
     /// Verdicts reported, by action (`pass` without a finding), deciding reason (`none`) and evidence source (`none`
     /// when no chain was judged: a failed probe, a plain-HTTP request).
-    private let verdictCounts = Mutex<[VerdictLabels: Int]>([:])
+    private let verdictCounts = Lock<[VerdictLabels: Int]>([:])
 
     public struct VerdictLabels: Hashable, Sendable {
         public var action: String, reason: String, evidence: String

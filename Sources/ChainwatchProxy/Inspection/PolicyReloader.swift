@@ -1,3 +1,4 @@
+import ChainwatchLock
 import ChainwatchCore
 import ChainwatchOpenSSL
 import ChainwatchPolicyFile
@@ -16,7 +17,7 @@ public final class PolicyReloader: @unchecked Sendable {
     private var lastModification: FileIdentity?
     public private(set) var store: PolicyStore!
     public var cache: VerdictCache?
-    private let counters = Mutex(Status())
+    private let counters = Lock(Status())
 
     /// What the admin listener shows of the policy: the loaded file's SHA-256 (as `sha256sum` prints it; empty for
     /// the built-in policy), reloads done and rejected.

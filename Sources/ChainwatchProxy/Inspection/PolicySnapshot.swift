@@ -1,6 +1,6 @@
 import ChainwatchCore
 import ChainwatchOpenSSL
-import Synchronization
+import ChainwatchLock
 
 /// A loaded policy and what evaluating it needs: one trust store per distinct anchor set, built once per load.
 /// Immutable; shared by every loop. Tunnels keep the snapshot they started with, so a reload never changes the
@@ -44,8 +44,8 @@ public final class PolicySnapshot: Sendable {
 
 /// The policy in force: a snapshot swapped whole on reload. Reading costs one uncontended lock.
 public final class PolicyStore: Sendable {
-    private let current: Mutex<PolicySnapshot>
-    public init(_ snapshot: PolicySnapshot) { current = Mutex(snapshot) }
+    private let current: Lock<PolicySnapshot>
+    public init(_ snapshot: PolicySnapshot) { current = Lock(snapshot) }
     public var snapshot: PolicySnapshot { current.withLock { $0 } }
     public func replace(with snapshot: PolicySnapshot) { current.withLock { $0 = snapshot } }
 }

@@ -1,4 +1,5 @@
 import ChainwatchCore
+import ChainwatchLock
 import Synchronization
 
 /// Verdicts already reached, so a repeat connection to the same server costs a hash and a lookup instead of a
@@ -46,10 +47,10 @@ public final class VerdictCache: Sendable {
     public let knownBadMilliseconds: Int64
 
     private final class Shard: Sendable {
-        let table = Mutex<[Key: Entry]>([:])
+        let table = Lock<[Key: Entry]>([:])
     }
     private let shards: [Shard]
-    private let knownBad = Mutex<[Authority: KnownBad]>([:])
+    private let knownBad = Lock<[Authority: KnownBad]>([:])
     public let hits = Atomic<Int>(0)
     public let misses = Atomic<Int>(0)
 

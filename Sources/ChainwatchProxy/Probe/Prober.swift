@@ -2,6 +2,7 @@ import ChainwatchCore
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
 import Glibc
+import ChainwatchLock
 import Synchronization
 
 /// Gets a server's certificate chain with chainwatch's own handshake, for tunnels whose chain is not visible
@@ -19,7 +20,7 @@ import Synchronization
 /// then the oldest results go.
 ///
 /// Thread safety: `probe`, `invalidate`, `removeAll` and the counters may be used from any thread. The table of
-/// results and waiters is behind one `Mutex`, held only for lookups and updates (never across a handshake or a
+/// results and waiters is behind one `Lock`, held only for lookups and updates (never across a handshake or a
 /// completion); counters are atomics. A handshake lives on the
 /// loop of the caller that started it; each completion runs on its own caller's loop.
 public final class Prober: Sendable {
@@ -34,7 +35,7 @@ public final class Prober: Sendable {
     /// The most handshakes in flight at once.
     public let maxInFlight: Int
 
-    private let table = Mutex(Table())
+    private let table = Lock(Table())
     private let now: @Sendable () -> Int64
     private let started = Atomic<Int>(0)
     private let hits = Atomic<Int>(0)
@@ -42,7 +43,7 @@ public final class Prober: Sendable {
     private let succeeded = Atomic<Int>(0)
     private let failed = Atomic<Int>(0)
     private let queued = Atomic<Int>(0)
-    private let latencies = Mutex(Histogram(bounds: Histogram.latencySeconds))
+    private let latencies = Lock(Histogram(bounds: Histogram.latencySeconds))
 
     /// - Parameter clock: milliseconds on a monotonic clock (tests pass their own).
     public init(timeoutMilliseconds: Int = 5000, successTTLMilliseconds: Int64 = 300_000, failureTTLMilliseconds: Int64 = 5000,
