@@ -250,9 +250,10 @@ final class ProxyConnection: ConnectionDelegate {
 
     private func splice(from side: Side) {
         guard let source = connection(side), let destination = connection(side.other),
-              let pump = SplicePump(loop: worker.loop, from: source, to: destination, onMoved: { [unowned self] count in
-                  worker.stats.bytesSpliced.add(count, ordering: .relaxed)
-                  access.moved(count, from: side)
+              let pump = SplicePump(loop: worker.loop, from: source, to: destination, onMoved: { [weak self, stats = worker.stats] count in
+                  // Weak: the pump reports after a wakeup whose end (a reset) may have closed this connection.
+                  stats.bytesSpliced.add(count, ordering: .relaxed)
+                  self?.access.moved(count, from: side)
               }, onEnd: { [unowned self] end in
                   self.pumpEnded(side, end)
               }) else {
