@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from admin_helpers import admin_get
+
 from conftest import Proxy
 from helpers import (HTTPServer, OpenSSLServer, TCPServer, connect_via, echo_handler, free_port, make_chain,
                      raw_request, read_head, read_response, recv_exactly)
@@ -352,7 +354,8 @@ def test_connection_limit_answers_503(start_proxy, echo_server):
         echo_handler(conn)
 
     counting = TCPServer(counting_echo)
-    p = start_proxy("--max-connections", "2")
+    admin = free_port()
+    p = start_proxy("--max-connections", "2", "--admin", f"127.0.0.1:{admin}")
     # Each held client has started its request: the listener defers accepting until a client has sent something
     # (TCP_DEFER_ACCEPT), so a silent one is not yet the proxy's to count.
     held = [socket.create_connection(("127.0.0.1", p.port)) for _ in range(2)]
@@ -367,7 +370,10 @@ def test_connection_limit_answers_503(start_proxy, echo_server):
     finally:
         for h in held:
             h.close()
-    time.sleep(0.3)
+    # The proxy has seen the held clients leave (a fixed sleep was too short on a loaded machine).
+    deadline = time.monotonic() + 5
+    while "chainwatch_connections_open 0\n" not in admin_get(admin, "/metrics")[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
     s, status, _ = connect_via(p.port, f"127.0.0.1:{counting.port}")
     s.close()
     counting.close()
