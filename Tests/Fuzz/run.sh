@@ -36,7 +36,11 @@ mkdir -p .build
 # Uninstrumented code gives libFuzzer nothing to steer by (it still runs, and finds little). Some full rebuilds here
 # have produced such binaries (SwiftPM 6.3; the build after them was instrumented), so check, and build once more.
 instrumented() {
-    local t
+    local t m
+    # The Swift modules themselves: once only the C code (Yams' libyaml) had counters.
+    for m in ChainwatchCore ChainwatchPolicyFile Yams FuzzSupport; do
+        nm -A "$bin/$m.build/"*.o 2>/dev/null | grep -c __sancov_gen >/dev/null || { echo "fuzz: $m is not instrumented" >&2; return 1; }
+    done
     for t in "${targets[@]}"; do
         [ -x "$bin/$t" ] || return 1
         case "$("$bin/$t" -runs=0 2>&1)" in *'inline 8-bit counters'*) ;; *) echo "fuzz: $t is not instrumented" >&2; return 1 ;; esac
@@ -50,8 +54,9 @@ for attempt in 1 2; do
     fi
     instrumented && break
     [ $attempt = 2 ] && exit 1
-    # Not `--show-bin-path`: a build after it recompiled ChainwatchCore.
-    touch ../../Sources/ChainwatchCore/TLS/TLSObserver.swift ../../Sources/ChainwatchPolicyFile/PolicyParser.swift
+    # Build again from nothing (the checkouts and the learned corpus stay): touching a source was not enough.
+    echo "fuzz: building again from scratch" >&2
+    rm -rf .build/x86_64-unknown-linux-gnu .build/release .build/build.db .build/*.yaml
 done
 echo "fuzz: built in $((SECONDS - start)) s"
 [ "$mode" = --build ] && exit 0
