@@ -15,10 +15,21 @@ public enum PolicyLoader {
     /// Like `load`, and also returns the warnings so `run` can print them.
     public static func loadWithWarnings(path: String, now: UnixTime? = nil, inspector: AnchorInspector = .builtIn)
         throws(PolicyLoadError) -> (policy: Policy, warnings: [Diagnostic]) {
+        try load(contents: read(path: path), path: path, now: now, inspector: inspector)
+    }
+
+    /// A policy file's bytes, or the diagnostic that it cannot be read.
+    public static func read(path: String) throws(PolicyLoadError) -> Data {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw PolicyLoadError(diagnostics: [Diagnostic(file: path, line: 1, column: 1, severity: .error,
                                                            message: "cannot read policy file", hint: "check the path and permissions")])
         }
+        return data
+    }
+
+    /// Loads a policy file's bytes, read once by the caller (the reloader hashes the same bytes it loads).
+    public static func load(contents data: Data, path: String, now: UnixTime? = nil, inspector: AnchorInspector = .builtIn)
+        throws(PolicyLoadError) -> (policy: Policy, warnings: [Diagnostic]) {
         guard let text = String(data: data, encoding: .utf8) else {
             throw PolicyLoadError(diagnostics: [Diagnostic(file: path, line: 1, column: 1, severity: .error,
                                                            message: "policy file is not UTF-8 text")])

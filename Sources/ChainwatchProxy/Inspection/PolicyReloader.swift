@@ -46,12 +46,14 @@ public final class PolicyReloader: @unchecked Sendable {
                                       publicRoots: publicRoots)
         }
         lastModification = Self.modification(of: path)
-        let bytes = FileManager.default.contents(atPath: path).map { [UInt8]($0) }
-        let (policy, warnings) = try PolicyLoader.loadWithWarnings(path: path)
+        // Read once: the digest the admin listener shows is of the very bytes loaded, even when the file is replaced
+        // between two reads.
+        let contents = try PolicyLoader.read(path: path)
+        let (policy, warnings) = try PolicyLoader.load(contents: contents, path: path)
         for warning in warnings { logger.warning("\(warning)") }
         let snapshot = try PolicySnapshot(policy: policy, source: path, generation: generation, extraAnchors: extraAnchors,
                                           publicRoots: publicRoots)
-        let digest = (try? bytes.map { HashText.hex(try Digest.sha256($0), uppercase: false) }) ?? nil
+        let digest = try? HashText.hex(Digest.sha256([UInt8](contents)), uppercase: false)
         counters.withLock { $0.digest = digest ?? "" }
         return snapshot
     }
