@@ -88,7 +88,7 @@ public final class HTTPServer {
         evhttp_add_header(headers, "Cache-Control", "no-store")
         let body = evbuffer_new()
         if method != "HEAD" { response.body.withUnsafeBytes { _ = evbuffer_add(body, $0.baseAddress, $0.count) } }
-        evhttp_send_reply(raw, Int32(response.status), Self.reason(response.status), body)
+        evhttp_send_reply(raw, Int32(response.status), nil, body)   // nil: libevent's standard reason phrase
         evbuffer_free(body)
     }
 
@@ -111,18 +111,6 @@ public final class HTTPServer {
         guard let decoded = evhttp_uridecode(text, 1, nil) else { return text }
         defer { free(decoded) }
         return String(cString: decoded)
-    }
-
-    private static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: "OK"
-        case 400: "Bad Request"
-        case 403: "Forbidden"
-        case 404: "Not Found"
-        case 405: "Method Not Allowed"
-        case 503: "Service Unavailable"
-        default: "Status"
-        }
     }
 
     /// Stops serving and closes the socket (connections in progress are dropped). Idempotent.
