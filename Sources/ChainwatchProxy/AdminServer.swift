@@ -143,20 +143,20 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         m.sample("chainwatch_connections_accepted_total", [:], stats.acceptedConnections.load(ordering: .relaxed))
         m.family("chainwatch_tunnels_total", .counter, "CONNECT tunnels established (200 sent to the client).")
         m.sample("chainwatch_tunnels_total", [:], stats.tunnelsOpened.load(ordering: .relaxed))
-        let counts = stats.counts
         m.family("chainwatch_connections_closed_total", .counter,
                  "Client connections closed, by outcome: tunnel (relayed), blocked (closed by a verdict), http (plain HTTP served), refused (the proxy answered with an error), dropped (left before a complete request).")
-        for outcome in ["tunnel", "blocked", "http", "refused", "dropped"] {
-            m.sample("chainwatch_connections_closed_total", ["outcome": outcome], counts[.closed(outcome: outcome)] ?? 0)
+        for outcome in CloseOutcome.allCases {
+            m.sample("chainwatch_connections_closed_total", ["outcome": outcome.rawValue], stats.closedCount(outcome))
         }
         m.family("chainwatch_error_responses_total", .counter, "Answers of the proxy's own, by status (403 blocked or refused, 502, 503, 504, ...).")
-        for (status, n) in counts.compactMap({ key, n -> (Int, Int)? in if case .response(let s) = key { (s, n) } else { nil } }).sorted(by: { $0.0 < $1.0 }) {
+        for (status, n) in stats.responses.sorted(by: { $0.key < $1.key }) {
             m.sample("chainwatch_error_responses_total", ["status": String(status)], n)
         }
 
         m.family("chainwatch_verdicts_total", .counter,
                  "Verdicts reported, by action (pass, alert, block), deciding reason (none for a pass) and evidence source (passive, probe, cache; none when no chain was judged).")
-        for (labels, n) in inspector.verdicts.sorted(by: { ($0.key.action, $0.key.reason, $0.key.evidence) < ($1.key.action, $1.key.reason, $1.key.evidence) }) {
+        let verdicts = inspector.verdicts.map { key, n in (labels: key.labels, n: n) }
+        for (labels, n) in verdicts.sorted(by: { a, b in [a.labels.action, a.labels.reason, a.labels.evidence].lexicographicallyPrecedes([b.labels.action, b.labels.reason, b.labels.evidence]) }) {
             m.sample("chainwatch_verdicts_total", ["action": labels.action, "reason": labels.reason, "evidence": labels.evidence], n)
         }
 

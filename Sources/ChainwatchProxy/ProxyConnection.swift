@@ -30,8 +30,8 @@ final class ProxyConnection: ConnectionDelegate {
     /// The server stream offset up to which the inspection let bytes pass while holding (a HelloRetryRequest).
     private var passedServerBytes = 0
     private var handling = false
-    /// How the connection ends, for the metrics (see `ProxyStats.Counted.closed`).
-    private var outcome = "dropped"
+    /// How the connection ends, for the metrics and the access log.
+    private var outcome = CloseOutcome.dropped
     /// For the access log: what is logged of the request or tunnel in progress, since `accessStart`.
     private var access = AccessState()
 
@@ -95,7 +95,7 @@ final class ProxyConnection: ConnectionDelegate {
 
     private func handle(_ event: ConnectionMachine.Event) {
         if case .decided(.block(let why)) = event {
-            outcome = "blocked"
+            outcome = .blocked
             access.closeReason = .blocked
             access.detail = why
         }
@@ -147,7 +147,7 @@ final class ProxyConnection: ConnectionDelegate {
             connection(side)?.input.drain(count)
             if side == .client { access.moved(count, from: .client) }   // a request head, as the client sent it
         case .vet(let request, let requestLine):
-            if case .forward = request { outcome = "http" }
+            if case .forward = request { outcome = .http }
             access.request(requestLine, now: worker.loop.cachedMilliseconds)
             switch request {
             case .connect(let authority), .forward(let authority, _): access.target = authority
@@ -185,9 +185,8 @@ final class ProxyConnection: ConnectionDelegate {
             if side == .client { access.moved(bytes.count, from: .upstream) }   // heads and the proxy's own answers
         case .refused(let status, let reason):
             logger.warning("\(status) \(reason)")
-            worker.stats.refused.add(1, ordering: .relaxed)
-            worker.stats.count(.response(status: status))
-            outcome = "refused"
+            worker.stats.responded(status: status)
+            outcome = .refused
             access.status = status
             access.closeReason = .refused
             access.detail = reason
@@ -218,11 +217,11 @@ final class ProxyConnection: ConnectionDelegate {
         case .cancelTimer:
             timer.cancel()
         case .log(.info, let message):
-            if message.hasPrefix("idle for") { access.closeReason = .idle }
             logger.info("\(message)")
         case .log(.warning, let message):
             logger.warning("\(message)")
         case .close(let resetting):
+            if machine.closedIdle { access.closeReason = .idle }
             if !resetting.isEmpty, access.closeReason == .closed { access.closeReason = .reset }
             for side in resetting { connection(side)?.abort() }
             close()
@@ -280,8 +279,8 @@ final class ProxyConnection: ConnectionDelegate {
     /// Closes both sides and leaves the worker. Idempotent.
     private func close() {
         guard client.isOpen || upstream != nil else { return }
-        if access.method != nil {   // a request (or tunnel) in progress; a keep-alive client idle between requests has none
-            logAccess(kind: outcome == "refused" ? .refused : (outcome == "http" ? .http : .tunnel))
+        if access.requestLine != nil {   // a request (or tunnel) in progress; a keep-alive client idle between requests has none
+            logAccess(kind: outcome == .refused ? .refused : (outcome == .http ? .http : .tunnel))
         }
         inspection?.abandon()
         inspection = nil
@@ -291,7 +290,7 @@ final class ProxyConnection: ConnectionDelegate {
         client.close()
         upstream?.close()
         upstream = nil
-        worker.stats.count(.closed(outcome: outcome))
+        worker.stats.closed(outcome)
         worker.connectionClosed(self)
     }
 }
@@ -301,8 +300,8 @@ extension ProxyConnection {
 
     /// What the access line of the request or tunnel in progress says so far.
     struct AccessState {
-        var method: String?
-        var url: String?
+        /// The request line (split only when a line is written: most proxies run without an access log).
+        var requestLine: String?
         /// The request's upstream (the machine forgets it when an exchange ends, before the line is written).
         var target: Authority?
         var started: Int64 = 0
@@ -313,10 +312,15 @@ extension ProxyConnection {
         var detail: String?
 
         mutating func request(_ line: String, now: Int64) {
-            let parts = line.split(separator: " ", maxSplits: 1)
-            method = parts.first.map(String.init)
-            url = parts.count == 2 && method != "CONNECT" ? String(parts[1]) : nil
+            requestLine = line
             started = now
+        }
+
+        /// The method, and the target unless it is a CONNECT's (the destination says that one).
+        var methodAndURL: (method: String?, url: String?) {
+            guard let parts = requestLine?.split(separator: " ", maxSplits: 1) else { return (nil, nil) }
+            let method = parts.first.map(String.init)
+            return (method, parts.count == 2 && method != "CONNECT" ? String(parts[1]) : nil)
         }
 
         /// Bytes the client sent (request heads and bodies, tunnel bytes), or that it was sent.
@@ -329,14 +333,15 @@ extension ProxyConnection {
     /// for the next request on the connection.
     private func logAccess(kind: AccessRecord.Kind) {
         defer { access = AccessState() }
-        guard let log = worker.inspector.accessLog, access.method != nil else { return }
+        guard let log = worker.inspector.accessLog, access.requestLine != nil else { return }
+        let (method, url) = access.methodAndURL
         let now = worker.loop.cachedMilliseconds
         var known = inspection?.handshakeFacts ?? access.target.map { self.facts(for: $0) } ?? ConnectionFacts(connectHost: "", port: 0)
         known.upstreamIP = known.upstreamIP ?? connectedAddress?.ip
         let verdict = inspection?.outcome
         let status = access.status ?? (kind == .tunnel ? 200 : nil)
         let record = AccessRecord(endMilliseconds: now, durationMilliseconds: max(0, now - access.started), kind: kind,
-                                  connection: known, method: access.method, url: access.url, status: status,
+                                  connection: known, method: method, url: url, status: status,
                                   bytesFromClient: access.fromClient, bytesToClient: access.toClient,
                                   verdict: verdict?.action, reason: verdict?.reason, evidence: verdict?.evidence,
                                   closeReason: access.closeReason, detail: access.detail, observer: worker.inspector.observer)
@@ -347,7 +352,7 @@ extension ProxyConnection {
 
     private func startInspection() {
         worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
-        outcome = "tunnel"
+        outcome = .tunnel
         guard let snapshot, let target = machine.target, let connectedAddress else { return }
         var facts = facts(for: target)
         facts.upstreamIP = connectedAddress.ip

@@ -34,6 +34,8 @@ public struct ConnectionMachine: Sendable {
     public internal(set) var exchange: ExchangeMachine?
     /// Plain-HTTP exchanges completed on this client connection.
     public private(set) var exchangesServed = 0
+    /// The connection was closed because no traffic came within the idle limit (the access log's close reason).
+    public private(set) var closedIdle = false
     /// The request head read so far.
     private var requestHead = HeadReader(limit: RequestHeadParser.defaultLimit)
     /// Plain HTTP: the upstream has begun a response head, which must be complete within the request timeout.
@@ -510,6 +512,7 @@ public struct ConnectionMachine: Sendable {
             let limit = Int64(idleLimit)
             if idle >= limit {
                 out.append(.log(.info, "idle for \(idle / 1000) s, closing"))
+                closedIdle = true
                 close(resetting: [], &out)
             } else {
                 out.append(.schedule(milliseconds: Int(limit - idle)))

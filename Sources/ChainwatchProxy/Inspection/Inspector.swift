@@ -24,12 +24,16 @@ public final class Inspector: Sendable {
     public let intermediates: IntermediatePool
     /// Verdicts reported, by action (`pass` without a finding), deciding reason (`none`) and evidence source (`none`
     /// when no chain was judged: a failed probe, a plain-HTTP request).
-    private let verdictCounts = Lock<[VerdictLabels: Int]>([:])
+    private let verdictCounts = Lock<[VerdictKey: Int]>([:])
 
-    public struct VerdictLabels: Hashable, Sendable {
-        public var action: String, reason: String, evidence: String
+    /// A verdict's labels as values (hashed cheaply per verdict); their text is made when `/metrics` is read.
+    public struct VerdictKey: Hashable, Sendable {
+        public var action: Action?, reason: Reason?, evidence: EvidenceSource?
+        public var labels: (action: String, reason: String, evidence: String) {
+            (action?.rawValue ?? "pass", reason?.rawValue ?? "none", evidence?.rawValue ?? "none")
+        }
     }
-    public var verdicts: [VerdictLabels: Int] { verdictCounts.withLock { $0 } }
+    public var verdicts: [VerdictKey: Int] { verdictCounts.withLock { $0 } }
 
     public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter,
                 accessLog: AlertWriter? = nil, logger: Logger,
@@ -97,9 +101,8 @@ public final class Inspector: Sendable {
 
     /// Writes the tunnel's alert line: the deciding finding, with every finding listed.
     func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: ConnectionFacts, nowMilliseconds: Int64) {
-        let labels = VerdictLabels(action: verdict.deciding?.action.rawValue ?? "pass", reason: verdict.deciding?.reason.rawValue ?? "none",
-                                   evidence: evidence?.source.rawValue ?? "none")
-        verdictCounts.withLock { $0[labels, default: 0] += 1 }
+        let counted = VerdictKey(action: verdict.deciding?.action, reason: verdict.deciding?.reason, evidence: evidence?.source)
+        verdictCounts.withLock { $0[counted, default: 0] += 1 }
         guard let deciding = verdict.deciding else { return }
         let record = AlertRecord(timeMilliseconds: nowMilliseconds, connection: tunnel, finding: deciding, rule: rule,
                                  evidence: evidence, action: deciding.action, allFindings: verdict.findings,
