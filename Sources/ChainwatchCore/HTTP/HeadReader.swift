@@ -20,12 +20,7 @@ public struct HeadReader: Sendable {
     public mutating func request(adding more: some Collection<UInt8>) throws(RequestHeadError)
         -> (head: RequestHead, length: Int)?
     {
-        guard let end = append(more) else {
-            do { try RequestHeadParser.checkIncomplete(bytes, limit: limit) } catch { self = HeadReader(limit: limit); throw error }
-            return nil
-        }
-        defer { self = HeadReader(limit: limit) }
-        return try RequestHeadParser.parse(bytes, end: end, limit: limit)
+        try read(more, checkIncomplete: RequestHeadParser.checkIncomplete(_:limit:), parse: RequestHeadParser.parse(_:end:limit:))
     }
 
     /// Adds the bytes that followed those held; returns the response head and its length once its blank line is in.
@@ -33,12 +28,20 @@ public struct HeadReader: Sendable {
     public mutating func response(adding more: some Collection<UInt8>) throws(RequestHeadError)
         -> (head: ResponseHead, length: Int)?
     {
+        try read(more, checkIncomplete: ResponseHead.checkIncomplete(_:limit:), parse: ResponseHead.parse(_:end:limit:))
+    }
+
+    private mutating func read<Head>(
+        _ more: some Collection<UInt8>,
+        checkIncomplete: ([UInt8], Int) throws(RequestHeadError) -> Void,
+        parse: ([UInt8], (contentEnd: Int, headLength: Int), Int) throws(RequestHeadError) -> (head: Head, length: Int)
+    ) throws(RequestHeadError) -> (head: Head, length: Int)? {
         guard let end = append(more) else {
-            do { try ResponseHead.checkIncomplete(bytes, limit: limit) } catch { self = HeadReader(limit: limit); throw error }
+            do { try checkIncomplete(bytes, limit) } catch { self = HeadReader(limit: limit); throw error }
             return nil
         }
         defer { self = HeadReader(limit: limit) }
-        return try ResponseHead.parse(bytes, end: end, limit: limit)
+        return try parse(bytes, end, limit)
     }
 
     private mutating func append(_ more: some Collection<UInt8>) -> (contentEnd: Int, headLength: Int)? {
