@@ -150,7 +150,13 @@ for scenario in $SCENARIOS; do
     stop_peer "$PEER_PID"
   done
 done
-"$BENCH" plot "${REPORTS[@]}" --svg "$OUT/compare.svg" > "$OUT/tables.txt"
+PICTURES=(--svg "$OUT/compare.svg")
+if command -v rsvg-convert >/dev/null || install_pkg librsvg2-bin; then
+  PICTURES+=(--png "$OUT/compare.png")
+else
+  echo "compare.sh: no compare.png: rsvg-convert is not installed (use --install)" >&2
+fi
+"$BENCH" plot "${REPORTS[@]}" "${PICTURES[@]}" > "$OUT/tables.txt"
 
 python3 - "$OUT" <<'PY'
 import glob, json, os, sys
@@ -190,5 +196,5 @@ for (scenario, tls, kind), targets in rows.items():
         print(f"  {a}: " + ", ".join(parts))
 PY
 echo
-echo "reports, tables and compare.svg in $OUT"
+echo "reports, tables, compare.svg and compare.png in $OUT"
 exit $STATUS

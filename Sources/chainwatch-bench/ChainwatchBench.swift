@@ -61,8 +61,10 @@ struct CommonOptions: ParsableArguments {
     var maxFailures: Int = 10
     @Option(help: "Write the report as JSON to this file.")
     var json: String?
-    @Option(help: "Write an SVG picture of latency and throughput to this file.")
+    @Option(help: "Write an SVG picture to this file: one panel per metric (latency by percentile on a log axis, conn/s, MB/s, proxy CPU per connection and per GiB, memory per idle tunnel).")
     var svg: String?
+    @Option(help: "Write the same picture as PNG to this file (needs rsvg-convert: apt-get install librsvg2-bin).")
+    var png: String?
     @Option(help: "SNI to send (default: none, as for an IP-literal host).")
     var sni: String?
     @Flag(help: ArgumentHelp("Every session offers a server name never offered before (s<N>.fresh.bench.test, under one wildcard certificate), so a proxy has no cached evidence for it: what a first contact costs and how long it takes.",
@@ -162,7 +164,10 @@ extension CommonOptions {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             try encoder.encode(report).write(to: URL(fileURLWithPath: json))
         }
-        if let svg { try renderSVG([report]).write(toFile: svg, atomically: true, encoding: .utf8) }
+        do { try writePictures([report], svg: svg, png: png) } catch let error as BenchError {
+            FileHandle.standardError.write(Data("chainwatch-bench: error: \(error.description)\n".utf8))
+            throw ExitCode(2)
+        }
         if !report.ok {
             FileHandle.standardError.write(Data("chainwatch-bench: FAILED\n".utf8))
             for problem in report.problems { FileHandle.standardError.write(Data("  \(problem)\n".utf8)) }
@@ -207,14 +212,19 @@ struct Mixed: ParsableCommand {
 
 struct Plot: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Combine JSON reports (e.g. from bench/compare.sh) into one table and one SVG.")
+        abstract: "Combine JSON reports (e.g. from bench/compare.sh) into one table and one picture.")
     @Argument(help: "JSON reports written with --json.")
     var reports: [String]
-    @Option(help: "Write the SVG here.")
+    @Option(help: "Write the picture as SVG here (one panel per metric).")
     var svg: String?
+    @Option(help: "Write the picture as PNG here (needs rsvg-convert: apt-get install librsvg2-bin).")
+    var png: String?
     func run() throws {
         let decoded = try reports.map { try JSONDecoder().decode(Report.self, from: Data(contentsOf: URL(fileURLWithPath: $0))) }
         for report in decoded { print(renderTable(report), terminator: "") }
-        if let svg { try renderSVG(decoded).write(toFile: svg, atomically: true, encoding: .utf8) }
+        do { try writePictures(decoded, svg: svg, png: png) } catch let error as BenchError {
+            FileHandle.standardError.write(Data("chainwatch-bench: error: \(error.description)\n".utf8))
+            throw ExitCode(2)
+        }
     }
 }

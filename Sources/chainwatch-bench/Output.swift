@@ -60,68 +60,189 @@ private func escape(_ text: String) -> String {
     text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
 }
 
-/// An SVG with the latency distributions (percentile curves, log-scaled tail) on the left and the
-/// throughput of every run (conn/s for short sessions, MB/s for bulk) on the right.
-func renderSVG(_ reports: [Report]) -> String {
-    struct Series { var label: String; var points: [(Double, Double)] }
-    struct Bar { var label: String; var value: Double; var unit: String }
-    var series: [Series] = []
-    var bars: [Bar] = []
-    for report in reports {
-        for run in report.runs {
-            for kind in run.kinds {
-                let label = "\(report.scenario) \(run.label) \(kind.kind.rawValue)"
-                if kind.kind != .idle, !kind.latencyCurve.isEmpty {
-                    series.append(Series(label: label, points: kind.latencyCurve.map { ($0[0], $0[1] / 1000) }))
-                }
-                if kind.kind == .handshake { bars.append(Bar(label: label, value: kind.perSecond, unit: "conn/s")) }
-                if kind.kind == .bulk { bars.append(Bar(label: label, value: kind.megabytesPerSecond, unit: "MB/s")) }
-            }
+/// One metric of the runs, drawn in a panel of its own.
+private enum Panel {
+    /// Latency by percentile, one curve per run, on a log axis (ms).
+    case latency(title: String, curves: [(label: String, points: [(p: Double, ms: Double)])])
+    /// One bar per run, all in the panel's unit, from zero.
+    case bars(title: String, unit: String, digits: Int, values: [(label: String, value: Double)])
+
+    var itemCount: Int {
+        switch self {
+        case .latency(_, let curves): curves.count
+        case .bars(_, _, _, let values): values.count
         }
     }
-    let width = 1100.0, height = 480.0
-    let left = (x: 60.0, y: 40.0, w: 440.0, h: 300.0)
-    // x: percentile p → -log10(1 - p/100), so 90, 99, 99.9, 99.99 are evenly spaced; max at the right edge.
-    func px(_ p: Double) -> Double {
-        let v = p >= 100 ? 4.6 : min(-log10(1 - p / 100), 4.3)
-        return left.x + v / 4.6 * left.w
+}
+
+/// The pictures' panels: per session kind its latency distribution, then throughput, proxy CPU per connection and
+/// per GiB, and memory per idle tunnel, each only when some run measured it. A panel holds one metric, so no two
+/// units share an axis.
+private func panels(_ reports: [Report]) -> [Panel] {
+    var curves: [SessionKind: [(label: String, points: [(p: Double, ms: Double)])]] = [:]
+    var connPerSecond: [(String, Double)] = [], megabytes: [(String, Double)] = []
+    var cpuPerConnection: [(String, Double)] = [], cpuPerGiB: [(String, Double)] = [], perIdleTunnel: [(String, Double)] = []
+    for report in reports {
+        for run in report.runs {
+            let runLabel = reports.count > 1 ? "\(report.scenario) \(run.label)" : run.label
+            for kind in run.kinds {
+                let label = run.kinds.count > 1 ? "\(runLabel) (\(kind.kind.rawValue))" : runLabel
+                if kind.kind != .idle, !kind.latencyCurve.isEmpty {
+                    curves[kind.kind, default: []].append((label, kind.latencyCurve.map { (p: $0[0], ms: $0[1] / 1000) }))
+                }
+                if kind.kind == .handshake { connPerSecond.append((label, kind.perSecond)) }
+                if kind.kind == .bulk { megabytes.append((label, kind.megabytesPerSecond)) }
+            }
+            guard let proxy = run.proxy else { continue }
+            if let v = proxy.cpuSecondsPer1000Connections { cpuPerConnection.append((runLabel, v * 1000)) }
+            if let v = proxy.cpuSecondsPerGiB { cpuPerGiB.append((runLabel, v)) }
+            if let v = proxy.rssKiBPerIdleTunnel { perIdleTunnel.append((runLabel, v)) }
+        }
     }
-    let maxY = max(series.flatMap { $0.points.map(\.1) }.max() ?? 1, 0.001) * 1.05
-    func py(_ ms: Double) -> Double { left.y + left.h - ms / maxY * left.h }
-    var svg = """
-        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height + Double(max(series.count, bars.count)) * 16))" font-family="sans-serif" font-size="11">
+    var out: [Panel] = []
+    for kind in [SessionKind.handshake, .bulk] {
+        if let c = curves[kind] {
+            let what = kind == .handshake ? "Session latency (connect to body read)" : "Transfer latency"
+            out.append(.latency(title: "\(what), ms by percentile", curves: c))
+        }
+    }
+    let bars: [(String, String, Int, [(String, Double)])] = [
+        ("Connections per second", "conn/s", 0, connPerSecond),
+        ("Bulk throughput", "MB/s", 0, megabytes),
+        ("Proxy CPU per connection", "µs", 0, cpuPerConnection),
+        ("Proxy CPU per GiB relayed", "s", 2, cpuPerGiB),
+        ("Proxy memory per idle tunnel", "KiB", 1, perIdleTunnel),
+    ]
+    for (title, unit, digits, values) in bars where !values.isEmpty {
+        out.append(.bars(title: title, unit: unit, digits: digits, values: values.map { (label: $0.0, value: $0.1) }))
+    }
+    return out
+}
+
+/// An SVG of the reports: one panel per metric (see `panels`), two columns. Runs keep one colour across panels.
+func renderSVG(_ reports: [Report]) -> String {
+    let all = panels(reports)
+    var colours: [String: String] = [:]
+    func colour(_ label: String) -> String {
+        if let c = colours[label] { return c }
+        let c = palette[colours.count % palette.count]
+        colours[label] = c
+        return c
+    }
+    let panelWidth = 540.0, plotHeight = 220.0, column = [20.0, 580.0]
+    func height(_ panel: Panel) -> Double {
+        switch panel {
+        case .latency: 40 + plotHeight + 30 + Double(panel.itemCount) * 16 + 20
+        case .bars: 40 + Double(panel.itemCount) * 34 + 20
+        }
+    }
+    var body = "", columnBottom = [0.0, 0.0]
+    for panel in all {
+        let c = columnBottom[0] <= columnBottom[1] ? 0 : 1
+        let origin = (x: column[c], y: columnBottom[c])
+        columnBottom[c] += height(panel)
+        switch panel {
+        case .latency(let title, let curves):
+            body += latencyPanel(title, curves, at: origin, width: panelWidth, plotHeight: plotHeight, colour: colour)
+        case .bars(let title, let unit, let digits, let values):
+            body += barPanel(title, unit: unit, digits: digits, values, at: origin, width: panelWidth, colour: colour)
+        }
+    }
+    if all.isEmpty { body = "<text x=\"20\" y=\"30\" font-size=\"14\">No measurement to draw (no session completed).</text>\n" }
+    let totalHeight = max(columnBottom.max() ?? 0, 60)
+    return """
+        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(column[1] + panelWidth + 20))" height="\(Int(totalHeight))" font-family="sans-serif" font-size="11">
         <rect width="100%" height="100%" fill="white"/>
-        <text x="\(left.x)" y="20" font-size="14">Latency distribution (ms) by percentile</text>
-        <rect x="\(left.x)" y="\(left.y)" width="\(left.w)" height="\(left.h)" fill="none" stroke="#999"/>
+        \(body)</svg>
 
         """
+}
+
+private func fmt(_ v: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", v) }
+
+/// Percentile curves: x is -log10(1 - p/100), so p90, p99, p99.9, p99.99 are evenly spaced, max at the right edge;
+/// y is log10(ms), decades labelled, so a handshake's 1 ms and a tail's 100 ms both read.
+private func latencyPanel(_ title: String, _ curves: [(label: String, points: [(p: Double, ms: Double)])],
+                          at origin: (x: Double, y: Double), width: Double, plotHeight: Double,
+                          colour: (String) -> String) -> String {
+    let plot = (x: origin.x + 50, y: origin.y + 40, w: width - 60, h: plotHeight)
+    let values = curves.flatMap { $0.points.map(\.ms) }.filter { $0 > 0 }
+    let low = floor(log10(values.min() ?? 0.1)), high = max(ceil(log10(values.max() ?? 1)), low + 1)
+    func px(_ p: Double) -> Double {
+        let v = p >= 100 ? 4.6 : min(-log10(1 - p / 100), 4.3)
+        return plot.x + v / 4.6 * plot.w
+    }
+    func py(_ ms: Double) -> Double { plot.y + plot.h - (log10(max(ms, pow(10, low))) - low) / (high - low) * plot.h }
+    var svg = "<text x=\"\(plot.x)\" y=\"\(origin.y + 24)\" font-size=\"14\">\(escape(title)) (log scale)</text>\n"
+    svg += "<rect x=\"\(plot.x)\" y=\"\(plot.y)\" width=\"\(plot.w)\" height=\"\(plot.h)\" fill=\"none\" stroke=\"#999\"/>\n"
     for p in [0.0, 50, 90, 99, 99.9, 99.99, 100] {
-        let x = px(p)
-        svg += "<line x1=\"\(x)\" y1=\"\(left.y)\" x2=\"\(x)\" y2=\"\(left.y + left.h)\" stroke=\"#eee\"/>"
-        svg += "<text x=\"\(x)\" y=\"\(left.y + left.h + 14)\" text-anchor=\"middle\">\(p == 100 ? "max" : "p\(p.truncatingRemainder(dividingBy: 1) == 0 ? String(Int(p)) : String(p))")</text>\n"
+        let x = fmt(px(p))
+        svg += "<line x1=\"\(x)\" y1=\"\(plot.y)\" x2=\"\(x)\" y2=\"\(plot.y + plot.h)\" stroke=\"#eee\"/>"
+        svg += "<text x=\"\(x)\" y=\"\(plot.y + plot.h + 14)\" text-anchor=\"middle\">\(p == 100 ? "max" : "p\(p.truncatingRemainder(dividingBy: 1) == 0 ? String(Int(p)) : String(p))")</text>\n"
     }
-    for i in 0...4 {
-        let v = maxY * Double(i) / 4
-        svg += "<text x=\"\(left.x - 4)\" y=\"\(py(v) + 4)\" text-anchor=\"end\">\(String(format: "%.2f", v))</text>\n"
+    for decade in Int(low)...Int(high) {
+        for step in [1.0, 2, 5] {
+            let v = pow(10, Double(decade)) * step
+            guard v <= pow(10, high) * 1.0001 else { continue }
+            let y = fmt(py(v))
+            svg += "<line x1=\"\(plot.x)\" y1=\"\(y)\" x2=\"\(plot.x + plot.w)\" y2=\"\(y)\" stroke=\"\(step == 1 ? "#ddd" : "#f3f3f3")\"/>"
+            if step == 1 {
+                let text = decade >= 0 ? String(Int(v)) : String(format: "%.\(-decade)f", v)
+                svg += "<text x=\"\(plot.x - 4)\" y=\"\(fmt(py(v) + 4))\" text-anchor=\"end\">\(text)</text>"
+            }
+            svg += "\n"
+        }
     }
-    for (i, s) in series.enumerated() {
-        let color = palette[i % palette.count]
-        let path = s.points.map { "\(String(format: "%.1f", px($0.0))),\(String(format: "%.1f", py($0.1)))" }.joined(separator: " ")
-        svg += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
-        svg += "<rect x=\"\(left.x)\" y=\"\(left.y + left.h + 30 + Double(i) * 16)\" width=\"10\" height=\"10\" fill=\"\(color)\"/>"
-        svg += "<text x=\"\(left.x + 16)\" y=\"\(left.y + left.h + 39 + Double(i) * 16)\">\(escape(s.label))</text>\n"
+    for (i, curve) in curves.enumerated() {
+        let c = colour(curve.label)
+        let path = curve.points.map { "\(fmt(px($0.p))),\(fmt(py($0.ms)))" }.joined(separator: " ")
+        svg += "<polyline fill=\"none\" stroke=\"\(c)\" stroke-width=\"2\" points=\"\(path)\"/>\n"
+        let y = plot.y + plot.h + 30 + Double(i) * 16
+        svg += "<rect x=\"\(plot.x)\" y=\"\(y)\" width=\"10\" height=\"10\" fill=\"\(c)\"/>"
+        svg += "<text x=\"\(plot.x + 16)\" y=\"\(y + 9)\">\(escape(curve.label))</text>\n"
     }
-    let right = (x: 600.0, y: 40.0, w: 300.0)
-    svg += "<text x=\"\(right.x)\" y=\"20\" font-size=\"14\">Throughput</text>\n"
-    for (i, bar) in bars.enumerated() {
-        let sameUnit = bars.filter { $0.unit == bar.unit }.map(\.value).max() ?? 1
-        let w = sameUnit > 0 ? bar.value / sameUnit * right.w : 0
-        let y = right.y + Double(i) * 34
-        let color = palette[i % palette.count]
-        svg += "<text x=\"\(right.x)\" y=\"\(y + 10)\">\(escape(bar.label))</text>"
-        svg += "<rect x=\"\(right.x)\" y=\"\(y + 14)\" width=\"\(String(format: "%.1f", w))\" height=\"12\" fill=\"\(color)\"/>"
-        svg += "<text x=\"\(right.x + w + 6)\" y=\"\(y + 24)\">\(String(format: "%.1f", bar.value)) \(bar.unit)</text>\n"
-    }
-    svg += "</svg>\n"
     return svg
+}
+
+/// Horizontal bars from zero, one unit for the whole panel, each value written beside its bar.
+private func barPanel(_ title: String, unit: String, digits: Int, _ values: [(label: String, value: Double)],
+                      at origin: (x: Double, y: Double), width: Double, colour: (String) -> String) -> String {
+    let area = (x: origin.x + 50, y: origin.y + 40, w: width - 160)
+    let top = max(values.map(\.value).max() ?? 0, 1e-9)
+    var svg = "<text x=\"\(area.x)\" y=\"\(origin.y + 24)\" font-size=\"14\">\(escape(title)) (\(escape(unit)))</text>\n"
+    for (i, bar) in values.enumerated() {
+        let w = max(bar.value, 0) / top * area.w, y = area.y + Double(i) * 34
+        svg += "<text x=\"\(area.x)\" y=\"\(y + 10)\">\(escape(bar.label))</text>"
+        svg += "<rect x=\"\(area.x)\" y=\"\(y + 14)\" width=\"\(fmt(w))\" height=\"12\" fill=\"\(colour(bar.label))\"/>"
+        svg += "<text x=\"\(fmt(area.x + w + 6))\" y=\"\(y + 24)\">\(fmt(bar.value, digits)) \(escape(unit))</text>\n"
+    }
+    return svg
+}
+
+/// Writes the picture as SVG, and as PNG beside it when asked (rasterised by `rsvg-convert`, Debian's
+/// librsvg2-bin).
+func writePictures(_ reports: [Report], svg: String?, png: String?) throws {
+    guard svg != nil || png != nil else { return }
+    let text = renderSVG(reports)
+    if let svg { try text.write(toFile: svg, atomically: true, encoding: .utf8) }
+    guard let png else { return }
+    // rsvg-convert reads the SVG from a file, not a pipe: a converter that is missing (exit 127) or fails early
+    // would leave the bench writing into a closed pipe (SIGPIPE).
+    let input = svg ?? NSTemporaryDirectory() + "chainwatch-bench-\(getpid()).svg"
+    if svg == nil { try text.write(toFile: input, atomically: false, encoding: .utf8) }
+    defer { if svg == nil { try? FileManager.default.removeItem(atPath: input) } }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["rsvg-convert", "--format=png", "--output=\(png)", input]
+    let errors = Pipe()
+    process.standardError = errors
+    do { try process.run() } catch {
+        throw BenchError("--png: cannot run rsvg-convert (\(error)); install it: apt-get install librsvg2-bin")
+    }
+    let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else {
+        let hint = process.terminationStatus == 127 ? " (not installed? apt-get install librsvg2-bin)" : ""
+        throw BenchError("--png: rsvg-convert failed with status \(process.terminationStatus)\(hint): \(message)")
+    }
 }

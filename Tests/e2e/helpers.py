@@ -37,6 +37,23 @@ def wait_for_port(host, port, proc=None, timeout=10.0):
     raise TimeoutError(f"nothing listening on {host}:{port}")
 
 
+def run_script(script, cwd, timeout, flags="-c"):
+    """Runs a shell script with bash in a session of its own; every process it started is killed afterwards, whatever
+    happened (a README's commands stop their processes by PID themselves: this is for a failure half-way). Returns
+    (exit status, output text)."""
+    import signal
+    proc = subprocess.Popen(["bash", flags, script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return proc.returncode, out.decode(errors="replace")
+
+
 def read_head(sock, limit=65536):
     """Reads an HTTP response head from a socket; returns (status, head_text, extra_bytes)."""
     data = b""

@@ -10,6 +10,7 @@ chainwatch proxy for the proxied tests (`make test` sets both). Tests through ti
 tinyproxy is installed (bench/compare.sh --install installs it).
 """
 import json
+import re
 import os
 import shutil
 import signal
@@ -266,3 +267,75 @@ def test_corruption_is_detected_through_chainwatch(tmp_path, chainwatch_bin):
     code, report, output, _ = bench("bulk", "--start-proxy", chainwatch_bin, "--count", "1", "--size", "1M",
                                     "--fault-inject", "corrupt", tmp_path=tmp_path)
     assert code == 1 and "corrupted stream: byte at offset 524288" in output, output
+
+
+# The pictures and bench/README's commands.
+
+def test_pictures_draw_one_metric_per_panel_and_a_png(tmp_path):
+    """An idle run draws its memory per idle tunnel (it drew nothing before); a handshake run its latency on a log
+    axis and conn/s and CPU per connection each in a panel of its own; the PNG is a real PNG of the same size."""
+    assert CHAINWATCH, "set CHAINWATCH_BIN"
+    idle_svg, idle_png = tmp_path / "idle.svg", tmp_path / "idle.png"
+    code, report, output, _ = bench("idle", "--direct", "--start-proxy", CHAINWATCH, "-c", "20", "--duration", "1",
+                                    "--svg", str(idle_svg), "--png", str(idle_png), tmp_path=tmp_path)
+    assert code == 0, output
+    text = idle_svg.read_text()
+    assert "Proxy memory per idle tunnel (KiB)" in text, text
+    per_tunnel = report["runs"][-1]["proxy"]["rssKiBPerIdleTunnel"]
+    assert f"{per_tunnel:.1f} KiB" in text, (per_tunnel, text)
+    png = idle_png.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", png[:16]
+    width = int.from_bytes(png[16:20], "big")
+    assert f'width="{width}"' in text, (width, text[:200])
+
+    hs_svg = tmp_path / "hs.svg"
+    code, report, output, _ = bench("handshake", "--direct", "--start-proxy", CHAINWATCH, "--count", "40", "-c", "2",
+                                    "--svg", str(hs_svg), tmp_path=tmp_path)
+    assert code == 0, output
+    text = hs_svg.read_text()
+    titles = re.findall(r'font-size="14">([^<]*)</text>', text)
+    assert titles == ["Session latency (connect to body read), ms by percentile (log scale)",
+                      "Connections per second (conn/s)", "Proxy CPU per connection (µs)"], titles
+    # Decade ticks on the latency axis: at least two powers of ten labelled.
+    assert len(re.findall(r'text-anchor="end">(?:0\.0*1|1|10|100|1000)</text>', text)) >= 2, text
+
+
+def test_png_without_rsvg_convert_is_a_clear_error(tmp_path):
+    code, _, output, _ = bench("handshake", "--direct", "--count", "5", tmp_path=tmp_path)
+    assert code == 0, output
+    env = dict(os.environ, PATH=str(tmp_path))   # no rsvg-convert (and no env) on this PATH
+    proc = subprocess.run([BENCH, "plot", str(tmp_path / "report.json"), "--png", str(tmp_path / "x.png")],
+                          capture_output=True, text=True, timeout=RUN_LIMIT, env=env)
+    assert proc.returncode == 2 and "rsvg-convert" in proc.stderr and "librsvg2-bin" in proc.stderr, proc.stderr
+
+
+def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path):
+    """bench/README.md's first block, run with bash as written except: durations, sizes and client counts made
+    small, the binaries' directory, the port, and no compare.sh (a minute of peers of its own, tested apart). Another
+    chainwatch runs meanwhile (as on a machine where one is deployed): the commands must not pick it up."""
+    assert CHAINWATCH, "set CHAINWATCH_BIN"
+    from pathlib import Path
+    from helpers import run_script
+    readme = (Path(__file__).resolve().parents[2] / "bench" / "README.md").read_text()
+    block = re.search(r"```\n(.*?)```", readme, re.S).group(1)
+    bindir = os.path.dirname(CHAINWATCH)
+    port = free_port()
+    script = (block.replace("swift build -c release\n", "")
+                   .replace(".build/release", bindir)
+                   .replace("--duration 10", "--duration 1").replace("-c 2000", "-c 20").replace("--size 256M", "--size 8M")
+                   .replace("3190", str(port)))
+    script = "\n".join(l for l in script.splitlines() if not l.startswith("bench/compare.sh"))
+    assert "pidof" not in script and "$P" in script   # the PID of the proxy it started, whatever else runs
+    other_port = free_port()
+    other = subprocess.Popen([CHAINWATCH, "run", "--listen", f"127.0.0.1:{other_port}", "--admin", "off",
+                              "--alert-log", str(tmp_path / "other.jsonl")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        returncode, out = run_script(script, tmp_path, timeout=180, flags="-ec")
+    finally:
+        stop(other)
+    assert returncode == 0, out[-4000:]
+    assert out.count("result: ok") >= 5, out[-4000:]
+    for name in ["h.svg", "h.png", "all.svg", "all.png", "b.json", "i.json"]:
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert (tmp_path / "all.png").read_bytes()[:4] == b"\x89PNG"

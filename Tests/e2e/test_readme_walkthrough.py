@@ -5,11 +5,9 @@ evidence, then the 403 for the known-bad upstream."""
 import json
 import os
 import re
-import signal
-import subprocess
 
 from conftest import BIN, ROOT
-from helpers import ecs_problems, free_port
+from helpers import ecs_problems, free_port, run_script
 
 
 def walkthrough_block():
@@ -26,18 +24,7 @@ def test_readme_walkthrough_blocks_a_tls13_interception(tmp_path):
                     .replace("3128", str(proxy_port)).replace("8443", str(server_port)))
     assert "--listen" not in script   # the proxy's default listen address is what the README relies on
     script = script.replace("$B/chainwatch run ", f"$B/chainwatch run --listen 127.0.0.1:{proxy_port} ")
-    # Its own session: every process the script starts is in one group, killed afterwards whatever happened (the
-    # script stops them itself by their PIDs: this is for a failure half-way).
-    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=90)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    out = out.decode(errors="replace")
+    _, out = run_script(script, ROOT, timeout=90)
     assert "<HTML>" in out, f"no genuine page through the proxy:\n{out[-3000:]}"
     assert "curl: (35)" in out, f"the intercepted handshake was not cut:\n{out[-3000:]}"
     assert "response 403" in out, f"no 403 for the known-bad upstream:\n{out[-3000:]}"
