@@ -12,7 +12,7 @@ struct Chainwatch: ParsableCommand {
         commandName: "chainwatch",
         abstract: "A man-in-the-middle detection proxy: forwards CONNECT tunnels unchanged and checks every server's certificate chain against a policy.",
         version: Observer.version,
-        subcommands: [Run.self, Pin.self, Policy.self, Ctl.self],
+        subcommands: [Run.self, Pin.self, Policy.self, Ctl.self, Selftest.self],
         defaultSubcommand: Run.self)
 }
 

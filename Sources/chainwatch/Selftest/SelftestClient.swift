@@ -1,0 +1,126 @@
+import COpenSSL
+import Foundation
+import Glibc
+
+/// What a client of the proxy saw for one tunnel.
+enum SelftestOutcome: Equatable {
+    /// The proxy answered the CONNECT with this status instead of 200.
+    case refused(status: Int)
+    /// The handshake ended before a single server byte reached the client (a block).
+    case noServerBytes(String)
+    /// Server bytes came, but no page: the handshake failed or stalled after them.
+    case handshakeFailed(serverBytes: Int, String)
+    /// The page arrived, from the server whose leaf has this SHA-256.
+    case page(String, leafSHA256: String)
+    /// The proxy could not be reached or spoke no HTTP.
+    case proxyError(String)
+
+    var summary: String {
+        switch self {
+        case .refused(let status): "the proxy answered \(status)"
+        case .noServerBytes(let why): "no server byte reached the client (\(why))"
+        case .handshakeFailed(let n, let why): "\(n) server bytes, then no page (\(why))"
+        case .page(_, let leaf): "the page arrived (leaf \(leaf.prefix(16))…)"
+        case .proxyError(let why): why
+        }
+    }
+}
+
+/// A client that trusts nothing (as the legacy clients chainwatch protects): CONNECT through the proxy, a TLS
+/// handshake of one version with the given SNI, a GET, the page. Every read gives up after `timeout` seconds.
+struct SelftestClient {
+    var proxyHost: String
+    var proxyPort: UInt16
+    var timeout: Double
+
+    func fetch(target: String, serverName: String, tls13: Bool) -> SelftestOutcome {
+        let fd: Int32
+        switch connectToProxy() {
+        case .success(let socket): fd = socket
+        case .failure(let error): return .proxyError(error.description)
+        }
+        defer { close(fd) }
+        let connect = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\nUser-Agent: chainwatch-selftest\r\n\r\n"
+        guard write(fd, connect, connect.utf8.count) == connect.utf8.count else { return .proxyError("cannot write to the proxy") }
+        // The response head, a byte at a time: nothing of the server's may be read here.
+        var head: [UInt8] = []
+        var byte: UInt8 = 0
+        while !head.ends(with: Array("\r\n\r\n".utf8)) {
+            guard head.count < 8192, read(fd, &byte, 1) == 1 else {
+                return .proxyError(head.isEmpty ? "the proxy closed the connection without an answer" : "the proxy's answer ended inside its head")
+            }
+            head.append(byte)
+        }
+        let statusLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
+        let parts = statusLine.split(separator: " ")
+        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
+            return .proxyError("not an HTTP answer: \(statusLine.prefix(60))")
+        }
+        guard status == 200 else { return .refused(status: status) }
+        return handshake(fd, serverName: serverName, tls13: tls13)
+    }
+
+    private func handshake(_ fd: Int32, serverName: String, tls13: Bool) -> SelftestOutcome {
+        guard let context = SSL_CTX_new(TLS_client_method()) else { return .proxyError("SSL_CTX_new failed") }
+        defer { SSL_CTX_free(context) }
+        let version = tls13 ? TLS1_3_VERSION : TLS1_2_VERSION
+        _ = c_openssl_SSL_CTX_set_min_proto_version(context, version)
+        _ = c_openssl_SSL_CTX_set_max_proto_version(context, version)
+        SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
+        guard let ssl = SSL_new(context) else { return .proxyError("SSL_new failed") }
+        defer { SSL_free(ssl) }
+        SSL_set_fd(ssl, fd)
+        _ = c_openssl_SSL_set_tlsext_host_name(ssl, serverName)
+        let connected = SSL_connect(ssl)
+        let serverBytes = Int(BIO_number_read(SSL_get_rbio(ssl)))
+        guard connected == 1 else {
+            let why = errno == EAGAIN || errno == EWOULDBLOCK ? "nothing for \(Int(timeout)) s" : "the connection was closed"
+            ERR_clear_error()
+            return serverBytes == 0 ? .noServerBytes(why) : .handshakeFailed(serverBytes: serverBytes, why)
+        }
+        var leaf = ""
+        if let certificate = SSL_get1_peer_certificate(ssl) {
+            var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE)), length: UInt32 = 0
+            X509_digest(certificate, EVP_sha256(), &digest, &length)
+            leaf = digest.prefix(Int(length)).map { String(format: "%02x", $0) }.joined()
+            X509_free(certificate)
+        }
+        let get = "GET / HTTP/1.1\r\nHost: \(serverName)\r\nConnection: close\r\n\r\n"
+        _ = Array(get.utf8).withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
+        var response: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 4096)
+        while response.count < 65536 {
+            let n = SSL_read(ssl, &buffer, Int32(buffer.count))
+            if n <= 0 { break }
+            response += buffer[..<Int(n)]
+        }
+        ERR_clear_error()
+        let text = String(decoding: response, as: UTF8.self)
+        guard text.hasPrefix("HTTP/1.1 200"), let split = text.range(of: "\r\n\r\n") else {
+            return .handshakeFailed(serverBytes: serverBytes, "no page after the handshake")
+        }
+        return .page(String(text[split.upperBound...]), leafSHA256: leaf)
+    }
+
+    private func connectToProxy() -> Result<Int32, SelftestError> {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(proxyHost, String(proxyPort), &hints, &found) == 0, let first = found else {
+            return .failure(SelftestError("cannot resolve the proxy \(proxyHost)"))
+        }
+        defer { freeaddrinfo(found) }
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        var lastError = "no address"
+        while let info = entry {
+            let fd = socket(info.pointee.ai_family, info.pointee.ai_socktype, info.pointee.ai_protocol)
+            if fd >= 0 {
+                setTimeouts(fd, seconds: timeout)
+                if Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 { return .success(fd) }
+                lastError = String(cString: strerror(errno))
+                close(fd)
+            }
+            entry = info.pointee.ai_next
+        }
+        return .failure(SelftestError("cannot connect to the proxy \(proxyHost):\(proxyPort): \(lastError)"))
+    }
+}

@@ -1,0 +1,316 @@
+import ArgumentParser
+import ChainwatchEventLoop
+import Foundation
+import Glibc
+
+/// `chainwatch selftest`: proves end to end, with real TLS servers on loopback, that the proxy passes a genuine
+/// chain, blocks and alerts on a forged one, and fails closed when a handshake never shows its chain.
+struct Selftest: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Prove pass, block, alert and fail-closed end to end, with TLS servers of its own (TLS 1.2 and 1.3), against its own proxy or a running one.",
+        discussion: """
+            Without --against, it makes a genuine chain and a forgery (a root with the genuine root's name, a leaf with \
+            its names) with the openssl command, serves each over TLS 1.2 and 1.3 on loopback, starts this binary as a \
+            proxy with a policy for them, and checks through the proxy, as a client that validates nothing:
+              pass: the genuine chain, block rule; the page arrives, no line
+              block: the forgery, block rule; no server byte reaches the client
+              known-bad: the same host again; 403 to its CONNECT
+              alert: the forgery, alert rule; the page arrives with an alert line
+              fail-closed: ServerHello, then a stall, block rule; no server byte
+
+            With --against ADDR:PORT, it checks a running proxy, whose policy it does not know: a forgery (from a root \
+            no policy can know) and a stalled TLS 1.3 handshake must each be blocked (no server byte reaches the client) \
+            or reported (a verdict other than pass counted by the admin listener's /metrics, --admin). The proxy must \
+            be allowed to reach --server-address (a proxy listening on a non-loopback address refuses loopback \
+            destinations unless --allow-destination says otherwise). Count-based: other traffic's findings during \
+            the run can make a passed forgery look reported; run it when the proxy is quiet, or read the lines.
+
+            Exit status: 0 when every check passed, 1 when one failed, 2 when the test could not be set up.
+            """)
+
+    @Option(help: "Check this running proxy (ADDR:PORT) instead of starting one.")
+    var against: String?
+
+    @Option(help: "With --against: the proxy's admin listener (ADDR:PORT), where findings are counted; `off` to count only blocks.")
+    var admin = Run.defaultAdmin
+
+    @Option(help: "IPv4 address the selftest's TLS servers listen on (the proxy must be allowed to reach it).")
+    var serverAddress = "127.0.0.1"
+
+    @Option(help: "Seconds a client waits for the proxy or a server before giving up.")
+    var timeout = 10.0
+
+    @Flag(help: "Keep the temporary directory (certificates, policy, the proxy's logs) and print its path.")
+    var keep = false
+
+    func validate() throws {
+        if let against, SocketAddress(numeric: against) == nil { throw ValidationError("--against: \(against) is not ADDR:PORT") }
+        if against != nil, admin != "off", SocketAddress(numeric: admin) == nil { throw ValidationError("--admin: \(admin) is not ADDR:PORT or off") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+    }
+
+    func run() throws {
+        signal(SIGPIPE, SIG_IGN)
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("chainwatch-selftest-\(getpid())")
+        try? FileManager.default.removeItem(at: directory)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer {
+            if keep { print("kept: \(directory.path)") } else { try? FileManager.default.removeItem(at: directory) }
+        }
+        let passed: Bool
+        do {
+            var run = try SelftestRun(directory: directory, serverAddress: serverAddress, timeout: timeout)
+            defer { run.stop() }
+            if let against {
+                let adminAddress = admin == "off" ? nil : SocketAddress(numeric: admin)
+                passed = try run.checkRunningProxy(SocketAddress(numeric: against)!, admin: adminAddress)
+            } else {
+                passed = try run.checkOwnProxy()
+            }
+        } catch let error as SelftestError {
+            FileHandle.standardError.write(Data("chainwatch selftest: cannot run: \(error.description)\n".utf8))
+            throw ExitCode(2)
+        }
+        print(passed ? "selftest: ok" : "selftest: FAILED")
+        if !passed { throw ExitCode(1) }
+    }
+}
+
+/// The servers of one selftest run and the checks made through a proxy.
+struct SelftestRun {
+    static let domain = "selftest.chainwatch.test"
+    let directory: URL
+    let certificates: SelftestCertificates
+    let genuine: SelftestTLSServer
+    let forged: SelftestTLSServer
+    let stall: SelftestStallServer
+    let timeout: Double
+    private var proxy: Process?
+
+    static let genuinePage = "chainwatch selftest: the genuine server\n"
+    static let forgedPage = "chainwatch selftest: the forgery\n"
+
+    /// The names the leaves carry: one per case and TLS version, so no verdict, cache entry or mark is shared.
+    static func name(_ version: String, _ what: String, _ rule: String) -> String { "\(version).\(what).\(rule).\(domain)" }
+    static let names: [String] = ["tls12", "tls13"].flatMap { v in
+        [name(v, "genuine", "block"), name(v, "forged", "block"), name(v, "forged", "alert"), name(v, "stall", "block"),
+         name(v, "forged", "against"), name(v, "stall", "against")]
+    }
+
+    init(directory: URL, serverAddress: String, timeout: Double) throws {
+        self.directory = directory
+        self.timeout = timeout
+        certificates = try SelftestCertificates(in: directory, names: Self.names)
+        genuine = try SelftestTLSServer(address: serverAddress, chain: certificates.genuineChain, key: certificates.genuineKey, page: Self.genuinePage)
+        forged = try SelftestTLSServer(address: serverAddress, chain: certificates.forgedChain, key: certificates.forgedKey, page: Self.forgedPage)
+        stall = try SelftestStallServer(address: serverAddress, upstreamPort: genuine.port)
+        for server in [genuine, forged, stall] as [SelftestListener] { server.start() }
+    }
+
+    mutating func stop() {
+        for server in [genuine, forged, stall] as [SelftestListener] { server.stop() }
+        if let proxy, proxy.isRunning {
+            kill(proxy.processIdentifier, SIGTERM)
+            let deadline = Date().addingTimeInterval(5)
+            while proxy.isRunning, Date() < deadline { usleep(20_000) }
+            if proxy.isRunning { kill(proxy.processIdentifier, SIGKILL) }
+            proxy.waitUntilExit()
+        }
+        proxy = nil
+    }
+
+    // MARK: - Own proxy
+
+    mutating func checkOwnProxy() throws -> Bool {
+        let policy = directory.appendingPathComponent("policy.yaml")
+        let hosts = directory.appendingPathComponent("hosts")
+        let alerts = directory.appendingPathComponent("alerts.jsonl")
+        let log = directory.appendingPathComponent("proxy.log")
+        try """
+            version: 1
+            defaults:
+              action: alert
+              anchors: [system]
+            rules:
+              - name: selftest-block
+                match: [.block.\(Self.domain)]
+                action: block
+                anchors: [\(certificates.genuineRoot.path)]
+              - name: selftest-alert
+                match: [.alert.\(Self.domain)]
+                action: alert
+                anchors: [\(certificates.genuineRoot.path)]
+
+            """.write(to: policy, atomically: false, encoding: .utf8)
+        try Self.names.map { "\(genuine.address) \($0)\n" }.joined().write(to: hosts, atomically: false, encoding: .utf8)
+        let port = try freePort()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe")
+        process.arguments = ["run", "--listen", "127.0.0.1:\(port)", "--policy", policy.path, "--hosts", hosts.path,
+                             "--alert-log", alerts.path, "--admin", "off", "--probe-timeout", "2", "--threads", "1"]
+        FileManager.default.createFile(atPath: log.path, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: log)
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        proxy = process
+        try waitUntilListening(port: port, process: process, log: log)
+        print("proxy: 127.0.0.1:\(port) (this binary, pid \(process.processIdentifier)); servers: genuine \(genuine.address):\(genuine.port), forged :\(forged.port), stalling :\(stall.port)")
+
+        let client = SelftestClient(proxyHost: "127.0.0.1", proxyPort: port, timeout: timeout)
+        var results: [(String, Bool, String)] = []
+        var expectedLines: [(name: String, action: String?)] = []
+        for (version, tls13) in [("tls12", false), ("tls13", true)] {
+            let label = tls13 ? "TLS 1.3" : "TLS 1.2"
+            let passName = Self.name(version, "genuine", "block")
+            let pass = client.fetch(target: "\(passName):\(genuine.port)", serverName: passName, tls13: tls13)
+            results.append(("\(label) pass", pageIs(pass, Self.genuinePage), pass.summary))
+            expectedLines.append((passName, nil))
+
+            let blockName = Self.name(version, "forged", "block")
+            let block = client.fetch(target: "\(blockName):\(forged.port)", serverName: blockName, tls13: tls13)
+            results.append(("\(label) block", isNoServerBytes(block), block.summary))
+            expectedLines.append((blockName, "block"))
+            let again = client.fetch(target: "\(blockName):\(forged.port)", serverName: blockName, tls13: tls13)
+            results.append(("\(label) known-bad", again == .refused(status: 403), again.summary))
+
+            let alertName = Self.name(version, "forged", "alert")
+            let alert = client.fetch(target: "\(alertName):\(forged.port)", serverName: alertName, tls13: tls13)
+            results.append(("\(label) alert", pageIs(alert, Self.forgedPage), alert.summary))
+            expectedLines.append((alertName, "alert"))
+
+            let stallName = Self.name(version, "stall", "block")
+            let stalled = client.fetch(target: "\(stallName):\(stall.port)", serverName: stallName, tls13: tls13)
+            results.append(("\(label) fail-closed", isNoServerBytes(stalled), stalled.summary))
+            expectedLines.append((stallName, "block"))
+        }
+        // The lines: each expected one within 3 s (the writer is asynchronous), and none for a genuine chain.
+        var lines: [[String: Any]] = []
+        let deadline = Date().addingTimeInterval(3)
+        repeat {
+            lines = readLines(alerts)
+            let missing = expectedLines.contains { expected in expected.action != nil && line(for: expected.name, in: lines) == nil }
+            if !missing { break }
+            usleep(100_000)
+        } while Date() < deadline
+        for expected in expectedLines {
+            let found = line(for: expected.name, in: lines)
+            let event = found?["event"] as? [String: Any]
+            let action = event?["action"] as? String, reason = event?["reason"] as? String
+            let label = "line for \(expected.name.split(separator: ".").prefix(3).joined(separator: "."))"
+            if let wanted = expected.action {
+                results.append((label, action == wanted, found == nil ? "no line" : "\(action ?? "?") \(reason ?? "?")"))
+            } else {
+                results.append((label, found == nil, found == nil ? "none, as for a genuine chain" : "a false alarm: \(action ?? "?") \(reason ?? "?")"))
+            }
+        }
+        return report(results, log: log)
+    }
+
+    // MARK: - A running proxy
+
+    mutating func checkRunningProxy(_ address: SocketAddress, admin: SocketAddress?) throws -> Bool {
+        print("proxy: \(address); servers: forged \(forged.address):\(forged.port), stalling :\(stall.port); findings counted at: \(admin.map { "\($0)" } ?? "nowhere (--admin off): only blocks count")")
+        let client = SelftestClient(proxyHost: address.ip, proxyPort: address.port, timeout: timeout)
+        var results: [(String, Bool, String)] = []
+        let cases: [(String, String, UInt16, Bool)] = [
+            ("TLS 1.2 forgery flagged", Self.name("tls12", "forged", "against"), forged.port, false),
+            ("TLS 1.3 forgery flagged", Self.name("tls13", "forged", "against"), forged.port, true),
+            ("TLS 1.3 stalled handshake flagged", Self.name("tls13", "stall", "against"), stall.port, true),
+        ]
+        for (label, name, port, tls13) in cases {
+            let before = admin.flatMap(findingCount)
+            let outcome = client.fetch(target: "\(forged.address):\(port)", serverName: name, tls13: tls13)
+            if case .proxyError = outcome { results.append((label, false, outcome.summary)); continue }
+            if isNoServerBytes(outcome) || outcome == .refused(status: 403) {
+                results.append((label, true, "blocked: \(outcome.summary)"))
+                continue
+            }
+            if case .refused = outcome { results.append((label, false, outcome.summary)); continue }
+            // Passed to the client: it must have been reported. The count may lag the tunnel by the writer's moment.
+            var after = admin.flatMap(findingCount)
+            let deadline = Date().addingTimeInterval(3)
+            while let b = before, let a = after, a <= b, Date() < deadline {
+                usleep(100_000)
+                after = admin.flatMap(findingCount)
+            }
+            if let b = before, let a = after, a > b {
+                results.append((label, true, "reported (\(a - b) finding(s) counted); \(outcome.summary)"))
+            } else {
+                results.append((label, false, "passed unflagged: \(outcome.summary)\(admin == nil ? "" : before == nil ? "; the admin listener did not answer" : "")"))
+            }
+        }
+        return report(results, log: nil)
+    }
+
+    /// Verdicts other than pass counted so far (`chainwatch_verdicts_total` without `action="pass"`).
+    private func findingCount(_ admin: SocketAddress) -> Int? {
+        guard let (status, body) = try? AdminClient.request(method: "GET", path: "/metrics", to: admin), status == 200 else { return nil }
+        var total = 0
+        for line in String(decoding: body, as: UTF8.self).split(separator: "\n") where line.hasPrefix("chainwatch_verdicts_total{") {
+            guard !line.contains("action=\"pass\""), let value = line.split(separator: " ").last.flatMap({ Double($0) }) else { continue }
+            total += Int(value)
+        }
+        return total
+    }
+
+    // MARK: - Helpers
+
+    private func report(_ results: [(String, Bool, String)], log: URL?) -> Bool {
+        for (label, ok, detail) in results {
+            print("\(ok ? "ok  " : "FAIL") \(label): \(detail)")
+        }
+        let passed = results.allSatisfy(\.1)
+        if !passed, let log, let text = try? String(contentsOf: log, encoding: .utf8) {
+            print("the proxy's log:\n" + text.split(separator: "\n").suffix(20).joined(separator: "\n"))
+        }
+        return passed
+    }
+
+    private func isNoServerBytes(_ outcome: SelftestOutcome) -> Bool {
+        if case .noServerBytes = outcome { return true }
+        return false
+    }
+
+    private func pageIs(_ outcome: SelftestOutcome, _ page: String) -> Bool {
+        if case .page(let body, _) = outcome { return body == page }
+        return false
+    }
+
+    private func readLines(_ file: URL) -> [[String: Any]] {
+        guard let text = try? String(contentsOf: file, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    private func line(for name: String, in lines: [[String: Any]]) -> [String: Any]? {
+        lines.first { (($0["tls"] as? [String: Any])?["client"] as? [String: Any])?["server_name"] as? String == name }
+    }
+
+    private func freePort() throws -> UInt16 {
+        let probe = try SelftestListener(address: "127.0.0.1")
+        defer { probe.stop() }
+        return probe.port
+    }
+
+    private func waitUntilListening(port: UInt16, process: Process, log: URL) throws {
+        let deadline = Date().addingTimeInterval(15)
+        while Date() < deadline {
+            guard process.isRunning else {
+                let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                throw SelftestError("the proxy exited at start (status \(process.terminationStatus)):\n\(text)")
+            }
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var sin = sockaddr_in()
+            sin.sin_family = sa_family_t(AF_INET)
+            sin.sin_port = port.bigEndian
+            inet_pton(AF_INET, "127.0.0.1", &sin.sin_addr)
+            let ok = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } == 0
+            if ok { shutdown(fd, Int32(SHUT_WR)); var b: UInt8 = 0; setTimeouts(fd, seconds: 2); _ = read(fd, &b, 1) }
+            close(fd)
+            if ok { return }
+            usleep(50_000)
+        }
+        throw SelftestError("the proxy did not listen on 127.0.0.1:\(port) within 15 s")
+    }
+}

@@ -1,0 +1,60 @@
+"""`chainwatch selftest`: its own genuine, forged and stalling TLS servers on loopback, its own proxy (this binary),
+and a client that validates nothing; and `--against` a running proxy, which must block or report a forgery and a
+stalled handshake. The negative case shows the checks can fail: a proxy that only alerts, watched without its admin
+listener, cannot prove it reported anything."""
+import subprocess
+
+from conftest import BIN
+from helpers import free_port
+
+LIMIT = 90
+
+
+def selftest(*args):
+    proc = subprocess.run([BIN, "selftest", *args], capture_output=True, text=True, timeout=LIMIT)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_selftest_proves_pass_block_alert_and_fail_closed():
+    code, out = selftest()
+    assert code == 0, out
+    checks = [l for l in out.splitlines() if l.startswith(("ok ", "FAIL"))]
+    labels = [l.split(":")[0][5:] for l in checks]
+    for version in ["TLS 1.2", "TLS 1.3"]:
+        for case in ["pass", "block", "known-bad", "alert", "fail-closed"]:
+            assert f"{version} {case}" in labels, (version, case, out)
+    assert len(checks) == 18 and all(l.startswith("ok ") for l in checks), out
+    assert "block untrusted_chain" in out and "alert untrusted_chain" in out, out
+    assert "block handshake_timeout" in out and "block probe_failed" in out, out
+    assert out.rstrip().endswith("selftest: ok"), out
+
+
+def test_selftest_against_a_running_proxy_counts_its_findings(start_proxy):
+    admin = free_port()
+    proxy = start_proxy("--admin", f"127.0.0.1:{admin}")   # the built-in policy: system trust, alert
+    code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", f"127.0.0.1:{admin}", "--timeout", "8")
+    assert code == 0, out
+    assert out.count("ok   ") == 3 and out.count("reported (1 finding(s) counted)") == 3, out
+
+
+def test_selftest_against_a_blocking_proxy_needs_no_admin_listener(start_proxy, tmp_path):
+    policy = tmp_path / "block.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\n")
+    proxy = start_proxy("--policy", str(policy), "--admin", "off", "--probe-timeout", "2")
+    code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", "off", "--timeout", "8")
+    assert code == 0, out
+    assert out.count("ok   ") == 3 and out.count("blocked:") == 3, out
+
+
+def test_selftest_against_fails_when_nothing_shows_a_finding(start_proxy):
+    proxy = start_proxy("--admin", "off")   # alerts only, and no admin listener to count them
+    code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", "off", "--timeout", "8")
+    assert code == 1, out
+    assert out.count(": passed unflagged:") == 3 and out.count("FAIL ") == 3 and out.rstrip().endswith("selftest: FAILED"), out
+
+
+def test_selftest_against_nothing_fails_with_the_reason():
+    port = free_port()
+    code, out = selftest("--against", f"127.0.0.1:{port}", "--admin", "off", "--timeout", "2")
+    assert code == 1, out
+    assert "cannot connect to the proxy" in out and "Connection refused" in out, out
