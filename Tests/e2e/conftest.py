@@ -39,8 +39,13 @@ class Proxy:
                     resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
                 if max_file_bytes is not None:   # RLIMIT_FSIZE: a file that fills up, a full disk for one process
                     resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit,
-                                     env=None if env is None else {**os.environ, **env})
+        env = None if env is None else {**os.environ, **env}
+        if max_file_bytes is not None and os.environ.get("CHAINWATCH_SANITIZER") == "thread":
+            # ThreadSanitizer's runtime writes a marker file into $TMPDIR at start and maps it over the shadow of
+            # read-only memory; under an RLIMIT_FSIZE below its size (about 230 KB here) the write is cut short and
+            # the process dies of SIGBUS before main. With no usable $TMPDIR the runtime skips that mapping.
+            env = {**(env or os.environ), "TMPDIR": str(pathlib.Path(tmp) / "no-tmpdir-under-tsan")}
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit, env=env)
         try:
             self._wait_until_listening()
         except Exception:
