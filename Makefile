@@ -86,7 +86,7 @@ fuzz: deps
 
 # Build the fuzz targets and run each for FUZZ_SMOKE_TIME seconds (part of make test).
 fuzz-smoke: deps
-	Tests/Fuzz/run.sh --time $(FUZZ_SMOKE_TIME)
+	FUZZ_SMOKE=1 Tests/Fuzz/run.sh --time $(FUZZ_SMOKE_TIME)
 
 # Sanitizers (issue 12): AddressSanitizer (with LeakSanitizer), then ThreadSanitizer, one after the other. Each builds
 # chainwatch and chainwatch-bench into its own folder (.build-asan, .build-tsan), runs `swift test` with the same

@@ -23,9 +23,12 @@ rm -rf "$reports" && mkdir -p "$reports"
 # halt_on_error: ASan stops at its first error (its default); TSan goes on, so one run lists every race, and the
 # process exits with exitcode at its end. Leaks are checked at exit (LeakSanitizer, part of ASan on Linux); the
 # suppressions file names the third-party noise and why.
-export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:exitcode=86:log_path=$reports/asan"
+# The symbolizer by its full path: a report must name its frames (the suppressions match function names) also in a
+# process whose PATH a test has narrowed.
+symbolizer=$(command -v llvm-symbolizer || true)
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:exitcode=86:log_path=$reports/asan${symbolizer:+:external_symbolizer_path=$symbolizer}"
 export LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0:exitcode=86"
-export TSAN_OPTIONS="halt_on_error=0:exitcode=66:second_deadlock_stack=1:log_path=$reports/tsan"
+export TSAN_OPTIONS="halt_on_error=0:exitcode=66:second_deadlock_stack=1:log_path=$reports/tsan${symbolizer:+:external_symbolizer_path=$symbolizer}"
 # For the few e2e tests that must know (Tests/e2e/conftest.py).
 export CHAINWATCH_SANITIZER=$kind
 
