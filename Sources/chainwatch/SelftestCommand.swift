@@ -22,7 +22,8 @@ struct Selftest: ParsableCommand {
             no policy can know) and a stalled TLS 1.3 handshake must each be blocked (no server byte reaches the client) \
             or reported (a verdict other than pass counted by the admin listener's /metrics, --admin). The proxy must \
             be allowed to reach --server-address (a proxy listening on a non-loopback address refuses loopback \
-            destinations unless --allow-destination says otherwise). Count-based: other traffic's findings during \
+            destinations unless --allow-destination says otherwise): it first opens a tunnel to each of its servers without a \
+            handshake, and a proxy that refuses those (a 403 before any chain) is a set-up failure, not a block. Count-based: other traffic's findings during \
             the run can make a passed forgery look reported; run it when the proxy is quiet, or read the lines.
 
             Exit status: 0 when every check passed, 1 when one failed, 2 when the test could not be set up.
@@ -213,6 +214,14 @@ struct SelftestRun {
     mutating func checkRunningProxy(_ address: SocketAddress, admin: SocketAddress?) throws -> Bool {
         print("proxy: \(address); servers: forged \(forged.address):\(forged.port), stalling :\(stall.port); findings counted at: \(admin.map { "\($0)" } ?? "nowhere (--admin off): only blocks count")")
         let client = SelftestClient(proxyHost: address.ip, proxyPort: address.port, timeout: timeout)
+        // A 403 counts as a block only if the proxy lets a tunnel to the same server open at all: one that refuses
+        // the destination itself (loopback, say) never sees a chain there, and proves nothing.
+        for port in Set([forged.port, stall.port]).sorted() {
+            // (A proxy that cannot be reached fails each check below, with the reason.)
+            if let refusal = client.refusal(target: "\(forged.address):\(port)"), case .refused = refusal {
+                throw SelftestError("the proxy does not open a tunnel to the selftest's server \(forged.address):\(port) (\(refusal.summary)) before any handshake, so it cannot judge a chain there: allow that destination (chainwatch run --allow-destination \(forged.address)/32) or give --server-address an address it may reach")
+            }
+        }
         var results: [(String, Bool, String)] = []
         let cases: [(String, String, UInt16, Bool)] = [
             ("TLS 1.2 forgery flagged", Self.name("tls12", "forged", "against"), forged.port, false),

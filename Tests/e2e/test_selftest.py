@@ -1,7 +1,7 @@
 """`chainwatch selftest`: its own genuine, forged and stalling TLS servers on loopback, its own proxy (this binary),
 and a client that validates nothing; and `--against` a running proxy, which must block or report a forgery and a
 stalled handshake. The negative case shows the checks can fail: a proxy that only alerts, watched without its admin
-listener, cannot prove it reported anything."""
+listener, cannot prove it reported anything; nor can one that refuses the selftest's servers as destinations."""
 import subprocess
 
 from conftest import BIN
@@ -13,6 +13,12 @@ LIMIT = 90
 def selftest(*args):
     proc = subprocess.run([BIN, "selftest", *args], capture_output=True, text=True, timeout=LIMIT)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def block_policy(tmp_path):
+    policy = tmp_path / "block.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\n")
+    return policy
 
 
 def test_selftest_proves_pass_block_alert_and_fail_closed():
@@ -38,12 +44,22 @@ def test_selftest_against_a_running_proxy_counts_its_findings(start_proxy):
 
 
 def test_selftest_against_a_blocking_proxy_needs_no_admin_listener(start_proxy, tmp_path):
-    policy = tmp_path / "block.yaml"
-    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\n")
+    policy = block_policy(tmp_path)
     proxy = start_proxy("--policy", str(policy), "--admin", "off", "--probe-timeout", "2")
     code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", "off", "--timeout", "8")
     assert code == 0, out
     assert out.count("ok   ") == 3 and out.count("blocked:") == 3, out
+
+
+def test_selftest_against_a_proxy_that_refuses_the_destination_proves_nothing(start_proxy, tmp_path):
+    # Its 403s come from the destination rules, before any chain is seen: they must not count as blocks (before the
+    # reachability check they did, and this printed "ok ... blocked" three times).
+    policy = block_policy(tmp_path)
+    proxy = start_proxy("--policy", str(policy), "--admin", "off", "--deny-destination", "127.0.0.0/8")
+    code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", "off", "--timeout", "8")
+    assert code == 2, out
+    assert "ok   " not in out and "does not open a tunnel to the selftest's server" in out, out
+    assert "(the proxy answered 403)" in out and "--allow-destination" in out, out
 
 
 def test_selftest_against_fails_when_nothing_shows_a_finding(start_proxy):

@@ -34,30 +34,54 @@ struct SelftestClient {
     var timeout: Double
 
     func fetch(target: String, serverName: String, tls13: Bool) -> SelftestOutcome {
+        switch openTunnel(target: target) {
+        case .success(let fd):
+            defer { close(fd) }
+            return handshake(fd, serverName: serverName, tls13: tls13)
+        case .failure(let refusal):
+            return refusal.outcome
+        }
+    }
+
+    /// Whether the proxy opens a tunnel to `target` at all: nil when it answers 200 (the tunnel is closed before a
+    /// byte of TLS), else what it did. A proxy that refuses the destination itself never judges a chain there.
+    func refusal(target: String) -> SelftestOutcome? {
+        switch openTunnel(target: target) {
+        case .success(let fd): close(fd); return nil
+        case .failure(let refusal): return refusal.outcome
+        }
+    }
+
+    private struct Refusal: Error { var outcome: SelftestOutcome }
+
+    /// CONNECT, and the proxy's answer read a byte at a time: the socket, positioned at the tunnel's first byte.
+    private func openTunnel(target: String) -> Result<Int32, Refusal> {
         let fd: Int32
         switch connectToProxy() {
         case .success(let socket): fd = socket
-        case .failure(let error): return .proxyError(error.description)
+        case .failure(let error): return .failure(Refusal(outcome: .proxyError(error.description)))
         }
-        defer { close(fd) }
+        var handedOver = false
+        defer { if !handedOver { close(fd) } }
         let connect = "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\nUser-Agent: chainwatch-selftest\r\n\r\n"
-        guard write(fd, connect, connect.utf8.count) == connect.utf8.count else { return .proxyError("cannot write to the proxy") }
+        guard write(fd, connect, connect.utf8.count) == connect.utf8.count else { return .failure(Refusal(outcome: .proxyError("cannot write to the proxy"))) }
         // The response head, a byte at a time: nothing of the server's may be read here.
         var head: [UInt8] = []
         var byte: UInt8 = 0
         while !head.ends(with: Array("\r\n\r\n".utf8)) {
             guard head.count < 8192, read(fd, &byte, 1) == 1 else {
-                return .proxyError(head.isEmpty ? "the proxy closed the connection without an answer" : "the proxy's answer ended inside its head")
+                return .failure(Refusal(outcome: .proxyError(head.isEmpty ? "the proxy closed the connection without an answer" : "the proxy's answer ended inside its head")))
             }
             head.append(byte)
         }
         let statusLine = String(decoding: head.prefix { $0 != 13 }, as: UTF8.self)
         let parts = statusLine.split(separator: " ")
         guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), let status = Int(parts[1]) else {
-            return .proxyError("not an HTTP answer: \(statusLine.prefix(60))")
+            return .failure(Refusal(outcome: .proxyError("not an HTTP answer: \(statusLine.prefix(60))")))
         }
-        guard status == 200 else { return .refused(status: status) }
-        return handshake(fd, serverName: serverName, tls13: tls13)
+        guard status == 200 else { return .failure(Refusal(outcome: .refused(status: status))) }
+        handedOver = true
+        return .success(fd)
     }
 
     private func handshake(_ fd: Int32, serverName: String, tls13: Bool) -> SelftestOutcome {
