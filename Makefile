@@ -8,8 +8,13 @@ ARGS ?=
 FUZZ_TIME ?= 180
 FUZZ_RUNS ?=
 FUZZ_SMOKE_TIME ?= 12
+# make image: the image's name, what builds and runs it, and podman's options (see deploy/README.md).
+IMAGE_DEPS := mmdebstrap podman
+IMAGE ?= localhost/chainwatch:$(shell .build/release/chainwatch --version 2>/dev/null || echo dev)
+PODMAN_FLAGS ?=
+PODMAN_RUN_FLAGS ?=
 
-.PHONY: all build run test unit e2e fuzz fuzz-smoke deps test-deps clean man install sanitize sanitize-address sanitize-thread
+.PHONY: all build run test unit e2e fuzz fuzz-smoke deps test-deps clean man install sanitize sanitize-address sanitize-thread image
 
 # Where `make install` puts things (DESTDIR for staging, as packagers use it).
 PREFIX ?= /usr/local
@@ -112,6 +117,15 @@ sanitize-address: test-deps
 
 sanitize-thread: test-deps
 	Tests/sanitizers/run.sh thread $(SANITIZE_THREAD_DESELECT) $(ARGS)
+
+# A container image without a registry or a base image (deploy/container/build-image.sh: a Debian bookworm root
+# filesystem from Debian packages, the release binary and its Swift runtime libraries, imported into podman), then
+# `chainwatch selftest` run inside it once. Not part of `make test`: it needs a Debian mirror and a podman that can run
+# containers on the machine (see deploy/README.md for the options one machine needed).
+image: build
+	$(call apt_install,$(IMAGE_DEPS))
+	IMAGE=$(IMAGE) deploy/container/build-image.sh
+	podman $(PODMAN_FLAGS) run --rm --network=host $(PODMAN_RUN_FLAGS) $(IMAGE) selftest
 
 clean:
 	rm -rf .build .build-asan .build-tsan Tests/Fuzz/.build
