@@ -27,6 +27,8 @@ struct CommonOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Arguments for --start-proxy, space-separated; {port}, {listen}, {policy}, {dir} are replaced.",
                                valueName: "args"))
     var proxyArgs: String?
+    @Option(help: "Seconds --start-proxy waits for the proxy to listen (more for one run under valgrind or another profiler).")
+    var startTimeout = 10.0
     @Option(help: "Name of the proxy in reports (default: chainwatch, or the executable's name).")
     var proxyName: String?
     @Option(help: "With --start-proxy: comma-separated policies to run with, each a separate proxy start: block, alert, or flagged (alert, and every tunnel's chain fails: an alert line per connection).")
@@ -134,6 +136,7 @@ extension CommonOptions {
             guard let f = Fault(rawValue: faultInject) else { throw BenchError("--fault-inject: only 'corrupt'") }
             fault = f
         }
+        guard startTimeout > 0 else { throw BenchError("--start-timeout must be positive") }
         guard concurrency >= 1, threads >= 1 else { throw BenchError("--concurrency and --threads must be at least 1") }
         if let count, count < 1 { throw BenchError("--count must be at least 1") }
         if let duration, duration <= 0 { throw BenchError("--duration must be positive") }
@@ -146,7 +149,7 @@ extension CommonOptions {
                     upstreamKind: startUpstream, nginxWorkers: nginxWorkers, concurrency: concurrency, longTransfers: longTransfers,
                     threads: threads, rate: rate, duration: duration, count: scenario == .idle ? nil : count, timeout: timeout, grace: grace,
                     maxFailures: maxFailures, responseBytes: payload.responseBytes, bulkBytes: try parseSize(payload.size),
-                    upload: payload.upload, resume: payload.resume, sni: sni, freshNames: freshNames, fault: fault, keepTemp: keepTemp, quiet: quiet)
+                    upload: payload.upload, resume: payload.resume, sni: sni, freshNames: freshNames, fault: fault, startTimeout: startTimeout, keepTemp: keepTemp, quiet: quiet)
     }
 
     /// Runs the plan, prints the table, writes the files, exits 0/1/2.

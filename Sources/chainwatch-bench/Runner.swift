@@ -41,6 +41,7 @@ struct Plan {
     var sni: String?
     var freshNames = false
     var fault: Fault?
+    var startTimeout = 10.0
     var keepTemp: Bool
     var quiet: Bool
 }
@@ -182,7 +183,7 @@ final class Runner {
         }
         let child = try Child(name: plan.proxyName, executable: executable, arguments: arguments,
                               logPath: temp.file("proxy-\(policy ?? "default").log"))
-        do { try child.waitUntilListening(endpoint) } catch { child.stop(); throw error }
+        do { try child.waitUntilListening(endpoint, seconds: plan.startTimeout) } catch { child.stop(); throw error }
         log("started \(plan.proxyName) pid \(child.pid) on \(endpoint)\(policy.map { " with policy \($0)" } ?? "")")
         return (child, endpoint)
     }
