@@ -25,14 +25,19 @@ public struct AlertRecord: Sendable {
     /// RFC 3339 with milliseconds, UTC.
     static func timestamp(_ ms: Int64) -> String {
         let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
-        let base = UnixTime(seconds: seconds).rfc3339
+        var text = Array(UnixTime(seconds: seconds).rfc3339.utf8)   // ends in "Z"
         let millis = ms - seconds * 1000
-        let text = String(millis)
-        return base.dropLast() + "." + String(repeating: "0", count: 3 - text.count) + text + "Z"
+        text.removeLast()
+        text += [UInt8(ascii: "."), UInt8(ascii: "0") + UInt8(millis / 100), UInt8(ascii: "0") + UInt8(millis / 10 % 10),
+                 UInt8(ascii: "0") + UInt8(millis % 10), UInt8(ascii: "Z")]
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The line: ECS objects, then `chainwatch`, written straight to bytes (one per finding: it must be cheap).
     public var jsonLine: String {
+        // Locals for the closures below: capturing `self` copied the whole record once per nested object.
+        let action = action, finding = finding, connection = connection, rule = rule, evidence = evidence
+        let allFindings = allFindings
         var w = JSONWriter()
         w.field("@timestamp", Self.timestamp(timeMilliseconds))
         w.observedBy(observer)
@@ -64,7 +69,7 @@ public struct AlertRecord: Sendable {
             t.field("version", connection.protocolVersion?.ecsName)
             t.field("cipher", connection.cipher?.name)
             t.object("client") { $0.field("server_name", connection.serverName) }
-            if let leaf = evidence?.leaf { Self.writeServer(leaf, to: &t) }
+            if let rendered = evidence?.rendered { t.members(rendered.server) } else if let leaf = evidence?.leaf { Self.writeServer(leaf, to: &t) }
         }
         w.object("chainwatch") { c in
             c.field("verdict", action.rawValue)
@@ -84,7 +89,7 @@ public struct AlertRecord: Sendable {
                             + [("detail", .string(f.detail))])
                 }))
             }
-            if let evidence { Self.writeChain(evidence, to: &c) }
+            if let rendered = evidence?.rendered { c.members(rendered.chain) } else if let evidence { Self.writeChain(evidence, to: &c) }
             if let pins = rule.pins {
                 c.object("expected") { x in
                     x.field("root", pins.root.map(Self.pinTexts))
@@ -96,6 +101,12 @@ public struct AlertRecord: Sendable {
             }
         }
         return w.text
+    }
+
+    /// The members of a line that depend on the evidence's chain alone, for `Evidence.rendered`.
+    public static func render(_ evidence: Evidence) -> RenderedEvidence {
+        RenderedEvidence(server: JSONWriter.members { w in if let leaf = evidence.leaf { writeServer(leaf, to: &w) } },
+                         chain: JSONWriter.members { w in writeChain(evidence, to: &w) })
     }
 
     /// `tls.server.*`: the leaf.

@@ -12,6 +12,25 @@ public enum CheckResult: Equatable, Sendable {
 }
 
 /// What chainwatch observed about one connection, as plain values.
+/// `Evidence`'s chain facts as alert-line bytes (`AlertRecord.render`).
+public struct RenderedEvidence: Sendable, Hashable {
+    /// `tls.server`'s member, as `JSONWriter.members` renders it (empty without a leaf).
+    public var server: [UInt8]
+    /// `chainwatch.chain`'s member.
+    public var chain: [UInt8]
+
+    public init(server: [UInt8], chain: [UInt8]) { self.server = server; self.chain = chain }
+}
+
+/// Holds `Evidence.rendered`. Derived from the evidence's other fields, so it takes no part in equality or hashing:
+/// evidence with and without it rendered is the same evidence.
+public struct EvidenceRendering: Sendable, Hashable {
+    public var value: RenderedEvidence?
+    public init() {}
+    public static func == (_: EvidenceRendering, _: EvidenceRendering) -> Bool { true }
+    public func hash(into hasher: inout Hasher) {}
+}
+
 public struct Evidence: Sendable, Hashable {
     /// The connection the chain was judged for (its handshake facts as far as known then).
     public var connection: ConnectionFacts
@@ -19,6 +38,13 @@ public struct Evidence: Sendable, Hashable {
     public var source: EvidenceSource
     /// The server's stapled OCSP response, checked; nil when it stapled none (or the client did not ask for one).
     public var stapled: StapledStatus?
+    /// The alert line's members that depend on the chain alone, rendered once when a verdict with a finding is
+    /// cached (`AlertRecord.render`): a line for a cached verdict then renders no certificate fact again.
+    public var rendered: RenderedEvidence? {
+        get { rendering.value }
+        set { rendering.value = newValue }
+    }
+    public var rendering = EvidenceRendering()
 
     public init(connection: ConnectionFacts, validation: PathValidation, source: EvidenceSource, stapled: StapledStatus? = nil) {
         self.connection = connection; self.validation = validation; self.source = source; self.stapled = stapled

@@ -20,6 +20,22 @@ public final class Inspector: Sendable {
     public let observer: Observer
     /// One operator log line per run of like findings (every finding is in the alert log).
     private let noticeThrottle = Lock(RepeatThrottle())
+    /// JA4 fingerprints by what they are made of: one client (or one kind) sends many connections, and each alert
+    /// line would otherwise hash its hello twice. Cleared when full.
+    private let fingerprints = Lock<[JA4Input: String]>([:])
+    private static let maxFingerprints = 4_096
+
+    /// The JA4 of a client's hello, remembered.
+    func ja4(_ hello: ClientHello) -> String {
+        let input = hello.ja4Input
+        if let known = fingerprints.withLock({ $0[input] }) { return known }
+        let fingerprint = input.fingerprint
+        fingerprints.withLock { table in
+            if table.count >= Self.maxFingerprints { table.removeAll() }
+            table[input] = fingerprint
+        }
+        return fingerprint
+    }
     /// Intermediates seen in valid chains (and loaded at start), offered when a chain misses its own.
     public let intermediates: IntermediatePool
     /// Verdicts reported, by action (`pass` without a finding), deciding reason (`none`) and evidence source (`none`
@@ -76,8 +92,10 @@ public final class Inspector: Sendable {
         let store = snapshot.store(for: rule)
         let (validation, presented) = intermediates.validateDecoding(chain: chain, store: store, at: now)
         let status = stapled.flatMap { stapledStatus($0, presented: presented, validation: validation, store: store) }
-        let evidence = Evidence(connection: tunnel, validation: validation, source: source, stapled: status)
+        var evidence = Evidence(connection: tunnel, validation: validation, source: source, stapled: status)
         let verdict = evaluator.evaluate(evidence, rule: rule, at: now)
+        // A chain that gets an alert line gets one per connection while cached: its chain facts rendered once.
+        if verdict.deciding != nil { evidence.rendered = AlertRecord.render(evidence) }
         // A chain missing an issuer may validate once the pool learns it from another server: its entry holds
         // until then.
         let missingIssuer = validation.error.map { IntermediatePool.missingIssuerCodes.contains($0.opensslCode) } ?? false

@@ -302,7 +302,7 @@ final class TunnelInspection {
         verdictDeadline?.cancel()
         verdictDeadline = nil
         if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
-            facts.clientJA4 = watch.clientHello?.ja4
+            facts.clientJA4 = watch.clientHello.map(inspector.ja4)
             facts.probeJA4 = probeJA4
         }
         let now = loop.cachedMilliseconds

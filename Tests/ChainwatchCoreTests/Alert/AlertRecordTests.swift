@@ -52,6 +52,26 @@ import Testing
         #expect(object["injected"] == nil)
     }
 
+    /// A cached verdict's line places the chain facts rendered when it was judged: byte for byte the line that
+    /// renders them afresh, with a staple, with no leaf, and with no evidence.
+    @Test func renderedEvidenceGivesTheSameLine() throws {
+        var r = record(subject: "CN=evil\n\"},{\"injected\":1")
+        r.evidence?.stapled = .revoked(detail: "revoked at 2026-01-01T00:00:00Z")
+        var variants = [r]
+        var noLeaf = r
+        noLeaf.evidence?.validation = PathValidation(presented: [], path: [], error: nil, anchorKind: nil)
+        variants.append(noLeaf)
+        for plain in variants {
+            var cached = plain
+            cached.evidence?.rendered = AlertRecord.render(try #require(plain.evidence))
+            #expect(cached.jsonLine == plain.jsonLine)
+            #expect(cached.evidence == plain.evidence)
+        }
+        var none = r
+        none.evidence = nil
+        #expect(try JSONSerialization.jsonObject(with: Data(none.jsonLine.utf8)) is [String: Any])
+    }
+
     @Test func stapledStatusIsRecorded() throws {
         var r = record(subject: "CN=a")
         r.evidence?.stapled = .invalid("not signed by the leaf's issuer")

@@ -40,6 +40,26 @@ import Testing
         #expect(hello.ja4 == "t13d1516h2_8daaf6152771_6d807ffa2a79")
     }
 
+    /// The key a proxy remembers fingerprints by: hellos that differ only where JA4 does not look (random, session
+    /// id, the server name's value) share it; a change JA4 sees gives another key and another fingerprint.
+    @Test func ja4InputKeysTheFingerprint() {
+        let hello = Self.specificationExample()
+        var other = hello
+        other.random = Array(repeating: 7, count: 32)
+        other.sessionID = [1, 2, 3]
+        other.serverName = "other.example"
+        #expect(other.ja4Input == hello.ja4Input && other.ja4 == hello.ja4)
+        for change in [{ (h: inout ClientHello) in h.signatureAlgorithms.removeLast() },
+                       { h in h.cipherSuites.swapAt(0, 1) },   // order: the key differs though the sorted hash does not
+                       { h in h.firstALPNBytes = Array("http/1.1".utf8) },
+                       { h in h.supportedVersions = [.tls1_2] }] {
+            var changed = hello
+            change(&changed)
+            #expect(changed.ja4Input != hello.ja4Input)
+            #expect(changed.ja4Input.fingerprint == changed.ja4)
+        }
+    }
+
     @Test func noSNINoALPNNoSuitesNoExtensions() {
         var hello = Self.specificationExample()
         hello.extensionTypes = [0x0000, 0x0010]
