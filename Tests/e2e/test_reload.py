@@ -100,8 +100,9 @@ def test_reload_under_load_drops_and_corrupts_nothing(reloadable):
         t.join(60)
     echo.close()
     assert not errors, errors[:5]
-    # Signals that arrive during a reload coalesce into one; most of the ten must have been applied.
-    assert p.output().count("reloaded (generation") >= 5
+    # Signals that arrive during a reload coalesce into one, so how many of the ten apply depends on how long a
+    # reload takes (4 did under AddressSanitizer on a loaded machine): the first, and one after the last signal.
+    assert p.output().count("reloaded (generation") >= 2
 
 
 def test_reload_and_reopen_signals_during_startup_do_not_kill_it(tmp_path):
