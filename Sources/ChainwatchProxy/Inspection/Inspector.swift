@@ -24,6 +24,8 @@ public final class Inspector: Sendable {
     /// line would otherwise hash its hello twice. Cleared when full.
     private let fingerprints = Lock<[JA4Input: String]>([:])
     private static let maxFingerprints = 4_096
+    /// The most rendered alert-line bytes a cached verdict keeps (`Evidence.rendered`).
+    static let maxRenderedBytes = 4_096
 
     /// The JA4 of a client's hello, remembered.
     func ja4(_ hello: ClientHello) -> String {
@@ -94,8 +96,13 @@ public final class Inspector: Sendable {
         let status = stapled.flatMap { stapledStatus($0, presented: presented, validation: validation, store: store) }
         var evidence = Evidence(connection: tunnel, validation: validation, source: source, stapled: status)
         let verdict = evaluator.evaluate(evidence, rule: rule, at: now)
-        // A chain that gets an alert line gets one per connection while cached: its chain facts rendered once.
-        if verdict.deciding != nil { evidence.rendered = AlertRecord.render(evidence) }
+        // A chain that gets an alert line gets one per connection while cached: its chain facts rendered once, kept
+        // with the entry when small (typically 1.5-2.5 KB; a chain of thousands of names renders afresh each time
+        // rather than double what its entry holds).
+        if verdict.deciding != nil {
+            let rendered = AlertRecord.render(evidence)
+            if rendered.server.count + rendered.chain.count <= Self.maxRenderedBytes { evidence.rendered = rendered }
+        }
         // A chain missing an issuer may validate once the pool learns it from another server: its entry holds
         // until then.
         let missingIssuer = validation.error.map { IntermediatePool.missingIssuerCodes.contains($0.opensslCode) } ?? false
