@@ -48,9 +48,32 @@ class Proxy:
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit, env=env)
         try:
             self._wait_until_listening()
+            self._wait_for_admin()
         except Exception:
             self.stop()
             raise
+
+    def _wait_for_admin(self, timeout=10.0):
+        """The admin listener starts after the proxy port (on its own thread): when the test named one, wait until it
+        accepts too, so a test's first admin request does not race it (it lost once under ThreadSanitizer)."""
+        args = self.args
+        values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--admin"]
+        values += [a.split("=", 1)[1] for a in args if a.startswith("--admin=")]
+        if not values or values[-1] == "off" or values[-1].endswith(":0"):
+            return
+        host, _, port = values[-1].rpartition(":")
+        host = host.strip("[]")
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                return   # the test sees the exit (an admin address in use is a start-up error some tests expect)
+            try:
+                with socket.create_connection((host, int(port)), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"chainwatch's admin listener not up on {values[-1]}")
+                time.sleep(0.02)
 
     def _wait_until_listening(self, timeout=10.0):
         """Connects until the proxy answers, then half-closes and waits for the proxy to close that connection, so
