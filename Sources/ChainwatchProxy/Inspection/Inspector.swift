@@ -27,17 +27,6 @@ public final class Inspector: Sendable {
     /// The most rendered alert-line bytes a cached verdict keeps (`Evidence.rendered`).
     static let maxRenderedBytes = 4_096
 
-    /// The JA4 of a client's hello, remembered.
-    func ja4(_ hello: ClientHello) -> String {
-        let input = hello.ja4Input
-        if let known = fingerprints.withLock({ $0[input] }) { return known }
-        let fingerprint = input.fingerprint
-        fingerprints.withLock { table in
-            if table.count >= Self.maxFingerprints { table.removeAll() }
-            table[input] = fingerprint
-        }
-        return fingerprint
-    }
     /// Intermediates seen in valid chains (and loaded at start), offered when a chain misses its own.
     public let intermediates: IntermediatePool
     /// Verdicts reported, by action (`pass` without a finding), deciding reason (`none`) and evidence source (`none`
@@ -122,6 +111,18 @@ public final class Inspector: Sendable {
               let issuer = presented.first(where: { $0.facts.sha256 == issuerDigest }) ?? intermediates.certificate(digest: issuerDigest)
         else { return .invalid("the leaf's issuer is not at hand to check the response") }
         return OCSPStaple.status(of: response, leaf: leaf, issuer: issuer, untrusted: presented, store: store)
+    }
+
+    /// The JA4 of a client's hello, remembered.
+    func ja4(_ hello: ClientHello) -> String {
+        let input = hello.ja4Input
+        if let known = fingerprints.withLock({ $0[input] }) { return known }
+        let fingerprint = input.fingerprint
+        fingerprints.withLock { table in
+            if table.count >= Self.maxFingerprints { table.removeAll() }
+            table[input] = fingerprint
+        }
+        return fingerprint
     }
 
     /// Writes the tunnel's alert line: the deciding finding, with every finding listed.
