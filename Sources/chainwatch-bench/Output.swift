@@ -226,23 +226,12 @@ func writePictures(_ reports: [Report], svg: String?, png: String?) throws {
     let text = renderSVG(reports)
     if let svg { try text.write(toFile: svg, atomically: true, encoding: .utf8) }
     guard let png else { return }
-    // rsvg-convert reads the SVG from a file, not a pipe: a converter that is missing (exit 127) or fails early
+    // rsvg-convert reads the SVG from a file, not a pipe: a converter that is missing or fails early
     // would leave the bench writing into a closed pipe (SIGPIPE).
     let input = svg ?? NSTemporaryDirectory() + "chainwatch-bench-\(getpid()).svg"
     if svg == nil { try text.write(toFile: input, atomically: false, encoding: .utf8) }
     defer { if svg == nil { try? FileManager.default.removeItem(atPath: input) } }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["rsvg-convert", "--format=png", "--output=\(png)", input]
-    let errors = Pipe()
-    process.standardError = errors
-    do { try process.run() } catch {
-        throw BenchError("--png: cannot run rsvg-convert (\(error)); install it: apt-get install librsvg2-bin")
-    }
-    let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        let hint = process.terminationStatus == 127 ? " (not installed? apt-get install librsvg2-bin)" : ""
-        throw BenchError("--png: rsvg-convert failed with status \(process.terminationStatus)\(hint): \(message)")
+    do { try runTool("rsvg-convert", ["--format=png", "--output=\(png)", input]) } catch {
+        throw BenchError("--png: \(error.description) (rsvg-convert is in librsvg2-bin: apt-get install librsvg2-bin)")
     }
 }

@@ -3,33 +3,90 @@ import Foundation
 import Glibc
 #endif
 
-/// A child process the bench started (proxy, nginx, openssl). Stopped by its PID only.
+/// A process the bench started, by posix_spawn and reaped by waitpid on its PID only. Not Foundation's `Process`:
+/// its exit is seen by a run loop and a SIGCHLD source, and a wait on it that never returned is the one thing that
+/// can hang a bench whose every other step has a deadline.
+struct Spawned {
+    let pid: pid_t
+    private(set) var status: Int32?
+
+    /// Starts `executable` (searched on PATH when it has no slash) with stdin from /dev/null and stdout and stderr
+    /// appended to `outputPath`.
+    init(_ executable: String, _ arguments: [String], outputPath: String) throws(BenchError) {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for arg in argv { free(arg) } }
+        var pid: pid_t = 0
+        let rc = posix_spawnp(&pid, executable, &actions, nil, &argv, environ)
+        guard rc == 0 else { throw BenchError("cannot start \(executable): \(String(cString: strerror(rc)))") }
+        self.pid = pid
+    }
+
+    /// Whether it still runs (reaps it, once, when it has exited).
+    mutating func running() -> Bool {
+        guard status == nil else { return false }
+        var raw: Int32 = 0
+        let rc = waitpid(pid, &raw, WNOHANG)
+        if rc == 0 { return true }
+        status = rc == pid ? raw : -1
+        return false
+    }
+
+    /// Waits at most `seconds` for it to exit; true when it did.
+    mutating func wait(seconds: Double) -> Bool {
+        let deadline = monotonicNanos() + UInt64(seconds * 1e9)
+        while running() {
+            if monotonicNanos() >= deadline { return false }
+            usleep(10_000)
+        }
+        return true
+    }
+
+    /// The exit code, or 128 + the signal that killed it (as a shell says it); nil while it runs.
+    var exitCode: Int32? {
+        guard let status else { return nil }
+        if status == -1 { return -1 }
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
+    /// SIGTERM, up to `grace` seconds to exit, then SIGKILL and reap.
+    mutating func stop(grace: Double = 5) {
+        guard running() else { return }
+        kill(pid, SIGTERM)
+        if wait(seconds: grace) { return }
+        kill(pid, SIGKILL)
+        _ = wait(seconds: 10)
+    }
+}
+
+/// A child process the bench started (proxy, nginx). Stopped by its PID only.
 final class Child {
     let name: String
-    let process: Process
+    private var process: Spawned
     let logPath: String
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// Starts `executable` with `arguments`, stdout and stderr into `logPath`.
     init(name: String, executable: String, arguments: [String], logPath: String) throws(BenchError) {
         self.name = name
         self.logPath = logPath
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = FileHandle(forWritingAtPath: logPath)
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        do { try process.run() } catch { throw BenchError("cannot start \(name) (\(executable)): \(error)") }
+        do { process = try Spawned(executable, arguments, outputPath: logPath) } catch {
+            throw BenchError("cannot start \(name) (\(executable)): \(error.description)")
+        }
     }
 
     /// Waits (at most `seconds`) until `endpoint` accepts connections; fails if the process exits first.
     func waitUntilListening(_ endpoint: Endpoint, seconds: Double = 10) throws(BenchError) {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
-            if !process.isRunning { throw BenchError("\(name) exited with status \(process.terminationStatus) before listening on \(endpoint); its log: \(logTail())") }
+            if !process.running() { throw BenchError("\(name) exited with status \(process.exitCode ?? -1) before listening on \(endpoint); its log: \(logTail())") }
             if accepts(endpoint) { return }
             usleep(20_000)
         }
@@ -37,12 +94,7 @@ final class Child {
     }
 
     /// SIGTERM to the PID, up to 5 s to exit, then SIGKILL to the PID.
-    func stop() {
-        guard process.isRunning else { return }
-        kill(pid, SIGTERM)
-        for _ in 0..<250 where process.isRunning { usleep(20_000) }
-        if process.isRunning { kill(pid, SIGKILL); process.waitUntilExit() }
-    }
+    func stop() { process.stop() }
 
     func logTail() -> String {
         let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
@@ -50,20 +102,19 @@ final class Child {
     }
 }
 
-/// Runs a short command to completion (openssl), failing with its output when it fails.
-func runTool(_ executable: String, _ arguments: [String], in directory: String) throws(BenchError) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.currentDirectoryURL = URL(fileURLWithPath: directory)
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    do { try process.run() } catch { throw BenchError("cannot run \(executable): \(error)") }
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else {
-        throw BenchError("\(executable) \(arguments.joined(separator: " ")) failed: \(String(decoding: output, as: UTF8.self))")
+/// Runs a short command to completion (openssl, rsvg-convert), at most `seconds`; fails with its output when it
+/// fails, cannot start, or is still running then (and is killed). `executable` is searched on PATH.
+func runTool(_ executable: String, _ arguments: [String], seconds: Double = 60) throws(BenchError) {
+    let outputPath = NSTemporaryDirectory() + "chainwatch-bench-\(getpid())-tool.log"
+    defer { unlink(outputPath) }
+    var process = try Spawned(executable, arguments, outputPath: outputPath)
+    let output = { String(((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "").suffix(2000)) }
+    guard process.wait(seconds: seconds) else {
+        process.stop(grace: 1)
+        throw BenchError("\(executable) \(arguments.joined(separator: " ")) did not finish within \(Int(seconds)) s (killed): \(output())")
+    }
+    guard process.exitCode == 0 else {
+        throw BenchError("\(executable) \(arguments.joined(separator: " ")) failed with status \(process.exitCode ?? -1): \(output())")
     }
 }
 
@@ -114,17 +165,17 @@ struct GeneratedChain {
             """
         do { try ext.write(toFile: "\(d)/ext.cnf", atomically: true, encoding: .utf8) } catch { throw BenchError("write ext.cnf: \(error)") }
         for name in ["root", "intermediate", "leaf"] {
-            try runTool(openssl, ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "\(name).key"], in: d)
+            try runTool(openssl, ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "\(d)/\(name).key"])
         }
-        try runTool(openssl, ["req", "-x509", "-new", "-key", "root.key", "-subj", "/O=chainwatch-bench/CN=bench root CA",
-                              "-days", "3", "-sha256", "-out", "root.pem",
-                              "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"], in: d)
-        try runTool(openssl, ["req", "-new", "-key", "intermediate.key", "-subj", "/O=chainwatch-bench/CN=bench intermediate CA", "-out", "intermediate.csr"], in: d)
-        try runTool(openssl, ["x509", "-req", "-in", "intermediate.csr", "-CA", "root.pem", "-CAkey", "root.key", "-CAcreateserial",
-                              "-days", "3", "-sha256", "-extfile", "ext.cnf", "-extensions", "ca", "-out", "intermediate.pem"], in: d)
-        try runTool(openssl, ["req", "-new", "-key", "leaf.key", "-subj", "/O=chainwatch-bench/CN=127.0.0.1", "-out", "leaf.csr"], in: d)
-        try runTool(openssl, ["x509", "-req", "-in", "leaf.csr", "-CA", "intermediate.pem", "-CAkey", "intermediate.key", "-CAcreateserial",
-                              "-days", "3", "-sha256", "-extfile", "ext.cnf", "-extensions", "leaf", "-out", "leaf.pem"], in: d)
+        try runTool(openssl, ["req", "-x509", "-new", "-key", "\(d)/root.key", "-subj", "/O=chainwatch-bench/CN=bench root CA",
+                              "-days", "3", "-sha256", "-out", "\(d)/root.pem",
+                              "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"])
+        try runTool(openssl, ["req", "-new", "-key", "\(d)/intermediate.key", "-subj", "/O=chainwatch-bench/CN=bench intermediate CA", "-out", "\(d)/intermediate.csr"])
+        try runTool(openssl, ["x509", "-req", "-in", "\(d)/intermediate.csr", "-CA", "\(d)/root.pem", "-CAkey", "\(d)/root.key", "-CAcreateserial",
+                              "-days", "3", "-sha256", "-extfile", "\(d)/ext.cnf", "-extensions", "ca", "-out", "\(d)/intermediate.pem"])
+        try runTool(openssl, ["req", "-new", "-key", "\(d)/leaf.key", "-subj", "/O=chainwatch-bench/CN=127.0.0.1", "-out", "\(d)/leaf.csr"])
+        try runTool(openssl, ["x509", "-req", "-in", "\(d)/leaf.csr", "-CA", "\(d)/intermediate.pem", "-CAkey", "\(d)/intermediate.key", "-CAcreateserial",
+                              "-days", "3", "-sha256", "-extfile", "\(d)/ext.cnf", "-extensions", "leaf", "-out", "\(d)/leaf.pem"])
         let leaf = (try? String(contentsOfFile: "\(d)/leaf.pem", encoding: .utf8)) ?? ""
         let intermediate = (try? String(contentsOfFile: "\(d)/intermediate.pem", encoding: .utf8)) ?? ""
         do { try (leaf + intermediate).write(toFile: "\(d)/chain.pem", atomically: true, encoding: .utf8) } catch { throw BenchError("write chain.pem: \(error)") }
