@@ -71,8 +71,10 @@ def proxy(request, tmp_path_factory, pki):
     p.stop()
 
 
-def alert_lines(proxy, port, wait=True):
-    """The alert lines about upstream port `port` (each test uses its own server, so its own port)."""
+def alert_lines(proxy, port, wait=True, count=1):
+    """The alert lines about upstream port `port` (each test uses its own server, so its own port); waiting (3 s at
+    most) until there are `count` of them, since the alert writer's thread writes a line after the connection's
+    verdict, not before the client sees it."""
     deadline = time.monotonic() + (3 if wait else 0)
     while True:
         lines = []
@@ -83,7 +85,7 @@ def alert_lines(proxy, port, wait=True):
                 assert not problems, f"alert line is not ECS: {problems}: {line}"
                 if line.get("destination", {}).get("port") == port:
                     lines.append(line)
-        if lines or time.monotonic() >= deadline:
+        if len(lines) >= count or time.monotonic() >= deadline:
             return lines
         time.sleep(0.05)
 

@@ -56,7 +56,7 @@ def test_sighup_applies_a_good_file_and_rejects_a_bad_one(reloadable, pki, tmp_p
         assert wait_for(lambda: "reloaded (generation" in p.output())
         r = curl(p, "genuine.test", server.port, "1.2")
         assert r.returncode != 0 and b"s_server" not in r.stdout
-        assert [l["event"]["action"] for l in alert_lines(p, server.port)] == ["alert", "alert", "block"]
+        assert [l["event"]["action"] for l in alert_lines(p, server.port, count=3)] == ["alert", "alert", "block"]
     finally:
         server.close()
 
