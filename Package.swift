@@ -31,6 +31,7 @@ let package = Package(
         // Thin owning wrappers.
         .target(name: "ChainwatchOpenSSL", dependencies: ["COpenSSL", "ChainwatchCore", "ChainwatchLock"]),
         .target(name: "ChainwatchEventLoop", dependencies: ["CLibevent", "ChainwatchLock"]),
+        .target(name: "ChainwatchProcess"),
         .target(name: "ChainwatchPolicyFile", dependencies: ["ChainwatchCore", "ChainwatchOpenSSL", .product(name: "Yams", package: "Yams")]),
 
         // The server.
@@ -41,12 +42,12 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "chainwatch", dependencies: [
-            "ChainwatchProxy", "ChainwatchPolicyFile", "ChainwatchCore", "ChainwatchOpenSSL", "COpenSSL",
+            "ChainwatchProxy", "ChainwatchPolicyFile", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchProcess", "COpenSSL",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "chainwatch-bench", dependencies: [
-            "CLibevent", "COpenSSL",
+            "CLibevent", "COpenSSL", "ChainwatchProcess",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
@@ -54,6 +55,7 @@ let package = Package(
         .testTarget(name: "ChainwatchCoreTests", dependencies: ["ChainwatchCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchLock"]),
+        .testTarget(name: "ChainwatchProcessTests", dependencies: ["ChainwatchProcess"]),
         .testTarget(name: "ChainwatchPolicyFileTests", dependencies: ["ChainwatchPolicyFile", "ChainwatchCore"], resources: [.copy("Fixtures")]),
     ]
 )

@@ -1,69 +1,8 @@
+import ChainwatchProcess
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
-
-/// A process the bench started, by posix_spawn and reaped by waitpid on its PID only. Not Foundation's `Process`:
-/// its exit is seen by a run loop and a SIGCHLD source, and a wait on it that never returned is the one thing that
-/// can hang a bench whose every other step has a deadline.
-struct Spawned {
-    let pid: pid_t
-    private(set) var status: Int32?
-
-    /// Starts `executable` (searched on PATH when it has no slash) with stdin from /dev/null and stdout and stderr
-    /// appended to `outputPath`.
-    init(_ executable: String, _ arguments: [String], outputPath: String) throws(BenchError) {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for arg in argv { free(arg) } }
-        var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, executable, &actions, nil, &argv, environ)
-        guard rc == 0 else { throw BenchError("cannot start \(executable): \(String(cString: strerror(rc)))") }
-        self.pid = pid
-    }
-
-    /// Whether it still runs (reaps it, once, when it has exited).
-    mutating func running() -> Bool {
-        guard status == nil else { return false }
-        var raw: Int32 = 0
-        let rc = waitpid(pid, &raw, WNOHANG)
-        if rc == 0 { return true }
-        status = rc == pid ? raw : -1
-        return false
-    }
-
-    /// Waits at most `seconds` for it to exit; true when it did.
-    mutating func wait(seconds: Double) -> Bool {
-        let deadline = monotonicNanos() + UInt64(seconds * 1e9)
-        while running() {
-            if monotonicNanos() >= deadline { return false }
-            usleep(10_000)
-        }
-        return true
-    }
-
-    /// The exit code, or 128 + the signal that killed it (as a shell says it); nil while it runs.
-    var exitCode: Int32? {
-        guard let status else { return nil }
-        if status == -1 { return -1 }
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
-    }
-
-    /// SIGTERM, up to `grace` seconds to exit, then SIGKILL and reap.
-    mutating func stop(grace: Double = 5) {
-        guard running() else { return }
-        kill(pid, SIGTERM)
-        if wait(seconds: grace) { return }
-        kill(pid, SIGKILL)
-        _ = wait(seconds: 10)
-    }
-}
 
 /// A child process the bench started (proxy, nginx). Stopped by its PID only.
 final class Child {
@@ -107,7 +46,8 @@ final class Child {
 func runTool(_ executable: String, _ arguments: [String], seconds: Double = 60) throws(BenchError) {
     let outputPath = NSTemporaryDirectory() + "chainwatch-bench-\(getpid())-tool.log"
     defer { unlink(outputPath) }
-    var process = try Spawned(executable, arguments, outputPath: outputPath)
+    var process: Spawned
+    do { process = try Spawned(executable, arguments, outputPath: outputPath) } catch { throw BenchError(error.description) }
     let output = { String(((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "").suffix(2000)) }
     guard process.wait(seconds: seconds) else {
         process.stop(grace: 1)

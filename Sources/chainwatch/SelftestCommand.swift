@@ -1,5 +1,6 @@
 import ArgumentParser
 import ChainwatchEventLoop
+import ChainwatchProcess
 import Foundation
 import Glibc
 
@@ -86,7 +87,7 @@ struct SelftestRun {
     let forged: SelftestTLSServer
     let stall: SelftestStallServer
     let timeout: Double
-    private var proxy: Process?
+    private var proxy: Spawned?
 
     static let genuinePage = "chainwatch selftest: the genuine server\n"
     static let forgedPage = "chainwatch selftest: the forgery\n"
@@ -110,13 +111,7 @@ struct SelftestRun {
 
     mutating func stop() {
         for server in [genuine, forged, stall] as [SelftestListener] { server.stop() }
-        if let proxy, proxy.isRunning {
-            kill(proxy.processIdentifier, SIGTERM)
-            let deadline = Date().addingTimeInterval(5)
-            while proxy.isRunning, Date() < deadline { usleep(20_000) }
-            if proxy.isRunning { kill(proxy.processIdentifier, SIGKILL) }
-            proxy.waitUntilExit()
-        }
+        proxy?.stop(grace: 5)
         proxy = nil
     }
 
@@ -145,19 +140,12 @@ struct SelftestRun {
             """.write(to: policy, atomically: false, encoding: .utf8)
         try Self.names.map { "\(genuine.address) \($0)\n" }.joined().write(to: hosts, atomically: false, encoding: .utf8)
         let port = try freePort()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe")
-        process.arguments = ["run", "--listen", "127.0.0.1:\(port)", "--policy", policy.path, "--hosts", hosts.path,
-                             "--alert-log", alerts.path, "--admin", "off", "--probe-timeout", "2", "--threads", "1"]
         FileManager.default.createFile(atPath: log.path, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: log)
-        process.standardOutput = logHandle
-        process.standardError = logHandle
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        proxy = process
-        try waitUntilListening(port: port, process: process, log: log)
-        print("proxy: 127.0.0.1:\(port) (this binary, pid \(process.processIdentifier)); servers: genuine \(genuine.address):\(genuine.port), forged :\(forged.port), stalling :\(stall.port)")
+        proxy = try Spawned("/proc/self/exe", ["run", "--listen", "127.0.0.1:\(port)", "--policy", policy.path, "--hosts", hosts.path,
+                                               "--alert-log", alerts.path, "--admin", "off", "--probe-timeout", "2", "--threads", "1"],
+                            outputPath: log.path)
+        try waitUntilListening(port: port, log: log)
+        print("proxy: 127.0.0.1:\(port) (this binary, pid \(proxy?.pid ?? 0)); servers: genuine \(genuine.address):\(genuine.port), forged :\(forged.port), stalling :\(stall.port)")
 
         let client = SelftestClient(proxyHost: "127.0.0.1", proxyPort: port, timeout: timeout)
         var results: [(String, Bool, String)] = []
@@ -302,12 +290,12 @@ struct SelftestRun {
         return probe.port
     }
 
-    private func waitUntilListening(port: UInt16, process: Process, log: URL) throws {
+    private mutating func waitUntilListening(port: UInt16, log: URL) throws {
         let deadline = Date().addingTimeInterval(15)
         while Date() < deadline {
-            guard process.isRunning else {
+            guard proxy?.running() == true else {
                 let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                throw SelftestError("the proxy exited at start (status \(process.terminationStatus)):\n\(text)")
+                throw SelftestError("the proxy exited at start (status \(proxy?.exitCode ?? -1)):\n\(text)")
             }
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var sin = sockaddr_in()

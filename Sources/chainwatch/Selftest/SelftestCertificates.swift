@@ -1,3 +1,4 @@
+import ChainwatchProcess
 import Foundation
 
 /// The certificates `chainwatch selftest` serves, made for each run with the openssl command (Debian's
@@ -57,20 +58,21 @@ struct SelftestCertificates {
         try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
     }
 
+    /// Runs the openssl command in the directory, at most 60 s, its output into `openssl.log` there.
     private func openssl(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl"] + arguments
-        process.currentDirectoryURL = directory
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let message = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            let hint = process.terminationStatus == 127 ? " (is the openssl command installed? apt-get install openssl)" : ""
-            throw SelftestError("openssl \(arguments.prefix(2).joined(separator: " ")) failed\(hint): \(String(decoding: message, as: UTF8.self))")
+        let log = directory.appendingPathComponent("openssl.log").path
+        let what = "openssl \(arguments.prefix(2).joined(separator: " "))"
+        var process: Spawned
+        do { process = try Spawned("openssl", arguments, outputPath: log, directory: directory.path) } catch {
+            throw SelftestError("\(error)\(error.code == ENOENT ? " (is the openssl command installed? apt-get install openssl)" : "")")
+        }
+        guard process.wait(seconds: 60) else {
+            process.stop(grace: 1)
+            throw SelftestError("\(what) did not finish within 60 s (killed)")
+        }
+        guard process.exitCode == 0 else {
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            throw SelftestError("\(what) failed with status \(process.exitCode ?? -1): \(output.suffix(2000))")
         }
     }
 }
