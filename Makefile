@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates
-TEST_DEPS := curl openssl nginx-light python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin
+TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin
 ARGS ?=
 # make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.
 FUZZ_TIME ?= 180

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs the same bench scenarios against the direct baseline, chainwatch, tinyproxy and squid
-# (the Debian packages), and prints each proxy's ratio to the direct baseline and to each peer.
+# Runs the same bench scenarios against the direct baseline, the floor relay, chainwatch, tinyproxy
+# and squid (the Debian packages), and prints each proxy's ratio to the direct baseline and to each peer.
 #
-#   bench/compare.sh [--install] [--duration S] [--concurrency C] [--peers "chainwatch tinyproxy squid"]
+#   bench/compare.sh [--install] [--duration S] [--concurrency C] [--peers "floor chainwatch tinyproxy squid"]
 #                    [--scenarios "handshake bulk idle"] [--out DIR]
 #
 # Peers listen on 127.0.0.1 only, on free ports, with configs written to a temp dir, and are
 # stopped by their PID. A peer that is not installed is skipped (with --install it is installed).
+# floor is bench/floor/floor-relay.c, built here with cc: the least CPU a CONNECT relay spends.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BENCH="${CHAINWATCH_BENCH_BIN:-$ROOT/.build/release/chainwatch-bench}"
@@ -14,7 +15,7 @@ CHAINWATCH="${CHAINWATCH_BIN:-$ROOT/.build/release/chainwatch}"
 DURATION=3
 CONCURRENCY=8
 IDLE_TUNNELS=500
-PEERS="chainwatch tinyproxy squid"
+PEERS="floor chainwatch tinyproxy squid"
 SCENARIOS="handshake bulk idle"
 INSTALL=0
 OUT="$ROOT/bench/out/$(date +%Y%m%d-%H%M%S)"
@@ -73,6 +74,11 @@ start_peer() {
   local name="$1" dir="$WORK/$1"; mkdir -p "$dir"; chmod 777 "$dir"
   PEER_PORT="$(free_port)"
   case "$name" in
+    floor)
+      command -v cc >/dev/null || install_pkg gcc || { echo "compare.sh: skipping floor: no C compiler (use --install)" >&2; return 1; }
+      cc -O2 -o "$dir/floor-relay" "$ROOT/bench/floor/floor-relay.c" || { echo "compare.sh: skipping floor: it did not compile" >&2; return 1; }
+      "$dir/floor-relay" "$PEER_PORT" >"$dir/out.log" 2>&1 &
+      ;;
     chainwatch)
       [ -x "$CHAINWATCH" ] || { echo "compare.sh: skipping chainwatch: $CHAINWATCH not built" >&2; return 1; }
       "$CHAINWATCH" run --listen "127.0.0.1:$PEER_PORT" >"$dir/out.log" 2>&1 &

@@ -339,3 +339,41 @@ def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path
     for name in ["h.svg", "h.png", "all.svg", "all.png", "b.json", "i.json"]:
         assert (tmp_path / name).stat().st_size > 0, name
     assert (tmp_path / "all.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_measures_the_floor_relay_and_it_relays_correctly(tmp_path):
+    """compare.sh builds bench/floor/floor-relay.c and measures it beside the direct runs: every session through it
+    completes with its bytes verified by the bench (handshake and body, 8 MiB down and up, idle tunnels pinged at both
+    ends). And the relay answers what is not a numeric CONNECT with 400, and a refused upstream with 502."""
+    assert BENCH and CHAINWATCH, "set CHAINWATCH_BENCH_BIN and CHAINWATCH_BIN"
+    from pathlib import Path
+    from helpers import run_script
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out"
+    script = (f"CHAINWATCH_BENCH_BIN={BENCH} CHAINWATCH_BIN={CHAINWATCH} {root}/bench/compare.sh --peers floor "
+              f"--scenarios 'handshake bulk idle' --duration 1 --idle-tunnels 50 --out {out}")
+    code, text = run_script(script, tmp_path, timeout=180)
+    assert code == 0, text[-3000:]
+    for scenario in ["handshake", "bulk", "idle"]:
+        report = json.loads((out / f"{scenario}-floor.json").read_text())
+        for run in report["runs"]:
+            assert run["target"] == "floor" and run["ok"], run
+            for kind in run["kinds"]:
+                assert kind["failed"] == 0 and kind["completed"] > 0, kind
+    assert "floor: " in text and "x direct" in text, text[-2000:]
+
+    relay = tmp_path / "floor-relay"
+    subprocess.run(["cc", "-O2", "-o", str(relay), str(root / "bench" / "floor" / "floor-relay.c")], check=True, timeout=60)
+    port, closed = free_port(), free_port()
+    proc = subprocess.Popen([str(relay), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, proc)
+        for request, status in [(b"GET http://127.0.0.1/ HTTP/1.1\r\n\r\n", b"400"),
+                                (b"CONNECT example.test:443 HTTP/1.1\r\n\r\n", b"400"),
+                                (b"CONNECT 127.0.0.1:" + str(closed).encode() + b" HTTP/1.1\r\n\r\n", b"502"),
+                                (b"X" * 9000, b"400")]:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(request)
+                assert s.recv(100).startswith(b"HTTP/1.1 " + status), request[:40]
+    finally:
+        stop(proc)
