@@ -72,6 +72,9 @@ struct CommonOptions: ParsableArguments {
     @Flag(help: ArgumentHelp("Every session offers a server name never offered before (s<N>.fresh.bench.test, under one wildcard certificate), so a proxy has no cached evidence for it: what a first contact costs and how long it takes.",
                              discussion: "chainwatch then probes every TLS 1.3 (or resumed) session; under block it probes before the session's own handshake."))
     var freshNames = false
+    @Flag(help: ArgumentHelp("With --fresh-names: each fresh name gets a leaf certificate of its own from the builtin upstream (its own serial and SAN, minted on first sight under the generated intermediate), so a proxy also meets a chain it has never seen: a cold first contact.",
+                             discussion: "Implies --fresh-names. Not with --upstream or --start-upstream nginx (they serve their own certificates)."))
+    var freshCertificates = false
     @Option(help: ArgumentHelp("Test only: make the builtin upstream inject a fault (corrupt).", visibility: .hidden))
     var faultInject: String?
     @Flag(help: "Keep the temporary directory (certificates, configs, logs).")
@@ -143,13 +146,16 @@ extension CommonOptions {
         if let rate, !(rate > 0) || scenario == .idle { throw BenchError("--rate must be positive, and not for idle") }
         var duration = self.duration
         if duration == nil && (count == nil || scenario == .idle) { duration = 5 }
+        if freshCertificates && (upstream != nil || startUpstream != "builtin") {
+            throw BenchError("--fresh-certificates needs the builtin upstream (not --upstream or --start-upstream nginx)")
+        }
         return Plan(scenario: scenario, proxy: source, proxyName: name, direct: direct, tlsVersions: versions, policies: policies,
                     externalTLSUpstream: try upstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     externalRawUpstream: try rawUpstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     upstreamKind: startUpstream, nginxWorkers: nginxWorkers, concurrency: concurrency, longTransfers: longTransfers,
                     threads: threads, rate: rate, duration: duration, count: scenario == .idle ? nil : count, timeout: timeout, grace: grace,
                     maxFailures: maxFailures, responseBytes: payload.responseBytes, bulkBytes: try parseSize(payload.size),
-                    upload: payload.upload, resume: payload.resume, sni: sni, freshNames: freshNames, fault: fault, startTimeout: startTimeout, keepTemp: keepTemp, quiet: quiet)
+                    upload: payload.upload, resume: payload.resume, sni: sni, freshNames: freshNames || freshCertificates, freshCertificates: freshCertificates, fault: fault, startTimeout: startTimeout, keepTemp: keepTemp, quiet: quiet)
     }
 
     /// Runs the plan, prints the table, writes the files, exits 0/1/2.

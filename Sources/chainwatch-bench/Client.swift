@@ -169,7 +169,7 @@ final class Session {
     private func beginTLS() {
         guard let tls = settings.tls, let ssl = SSL_new(tls.raw) else { return fail("SSL_new failed: \(drainOpenSSLErrors())") }
         if settings.freshNames {
-            sessionName = "s\(worker.shared.freshNames.add(1, ordering: .relaxed).newValue).fresh.bench.test"
+            sessionName = "s\(RunShared.freshNames.add(1, ordering: .relaxed).newValue).fresh.bench.test"
         } else {
             sessionName = settings.sni
         }

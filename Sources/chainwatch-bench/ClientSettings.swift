@@ -46,8 +46,9 @@ final class RunShared: Sendable {
     /// Sessions of the primary kind still to start (Int.max: bound by time only).
     let budget: Atomic<Int>
     let failures = Atomic<Int>(0)
-    /// Sessions that took a fresh server name (`--fresh-names`).
-    let freshNames = Atomic<Int>(0)
+    /// Sessions that took a fresh server name (`--fresh-names`), over every run of this process: a later run (the
+    /// other TLS version, through the same proxy) must not offer the names an earlier one did.
+    static let freshNames = Atomic<Int>(0)
     /// Idle tunnels established and holding.
     let established = Atomic<Int>(0)
 

@@ -85,6 +85,8 @@ struct GeneratedChain {
     /// Leaf then intermediate, as a server sends it.
     let chainFile: String
     let keyFile: String
+    let intermediateFile: String
+    let intermediateKeyFile: String
 
     init(in dir: TempDirectory) throws(BenchError) {
         guard let openssl = which("openssl") else { throw BenchError("openssl CLI not found (apt-get install openssl)") }
@@ -122,6 +124,8 @@ struct GeneratedChain {
         rootFile = "\(d)/root.pem"
         chainFile = "\(d)/chain.pem"
         keyFile = "\(d)/leaf.key"
+        intermediateFile = "\(d)/intermediate.pem"
+        intermediateKeyFile = "\(d)/intermediate.key"
     }
 }
 

@@ -40,6 +40,7 @@ struct Plan {
     var resume: Bool
     var sni: String?
     var freshNames = false
+    var freshCertificates = false
     var fault: Fault?
     var startTimeout = 10.0
     var keepTemp: Bool
@@ -72,6 +73,7 @@ final class Runner {
         self.chain = chain
         let serverTLS = try TLSContext.server(chainFile: chain.chainFile, keyFile: chain.keyFile, resumption: plan.resume)
         self.serverTLS = serverTLS
+        if plan.freshCertificates { serverTLS.presentFreshLeaves(from: try LeafMinter(chain: chain)) }
         let upstream = try BuiltinUpstream(tls: serverTLS, bodyBytes: plan.responseBytes, fault: plan.fault)
         self.upstream = upstream
         var tlsUpstream = upstream.tlsAddress

@@ -17,7 +17,24 @@ final class TLSContext: @unchecked Sendable {
         raw = ctx
     }
 
+    /// `--fresh-certificates`: mints the leaf each fresh name gets (server contexts only).
+    private var minter: LeafMinter?
+
     deinit { SSL_CTX_free(raw) }
+
+    /// From now on, a ClientHello for a name under `.fresh.bench.test` gets a leaf of its own from `minter`; other
+    /// names get the context's certificate. Call before the context serves; the callback runs on the serving thread.
+    func presentFreshLeaves(from minter: LeafMinter) {
+        self.minter = minter
+        SSL_CTX_set_client_hello_cb(raw, { ssl, alert, arg in
+            guard let ssl, let arg else { return 1 }
+            guard let name = LeafMinter.serverName(of: ssl), name.hasSuffix(".fresh.bench.test") else { return 1 }
+            let minter = Unmanaged<LeafMinter>.fromOpaque(arg).takeUnretainedValue()
+            if minter.present(name, on: ssl) { return 1 }   // SSL_CLIENT_HELLO_SUCCESS
+            alert?.pointee = SSL_AD_INTERNAL_ERROR
+            return 0                                          // SSL_CLIENT_HELLO_ERROR
+        }, Unmanaged.passUnretained(minter).toOpaque())
+    }
 
     /// A client pinned to `version`, trusting `caFile` when given (no certificate check otherwise).
     /// Without `resumption` every handshake is a full one: no client session cache.

@@ -377,3 +377,38 @@ def test_compare_measures_the_floor_relay_and_it_relays_correctly(tmp_path):
                 assert s.recv(100).startswith(b"HTTP/1.1 " + status), request[:40]
     finally:
         stop(proc)
+
+
+def test_fresh_certificates_give_every_first_contact_a_chain_of_its_own(tmp_path, chainwatch_bin):
+    """--fresh-certificates (issue 14's cold scenario): each fresh name gets its own leaf from the builtin upstream,
+    valid under the bench's root (the direct client verifies it; chainwatch with the bench root as anchor finds
+    nothing), and a different leaf per name (chainwatch flagging every tunnel shows each line's own leaf, serial and
+    subject, matching the name offered)."""
+    def run(policy):
+        log = tmp_path / f"{policy}.jsonl"
+        args = f"run --listen {{listen}} --admin off --alert-log {log} --policy {{policy}}"
+        code, report, output, _ = bench("handshake", "--direct", "--start-proxy", chainwatch_bin, "--proxy-args", args,
+                                        "--policy", policy, "--fresh-certificates", "--count", "24", "-c", "4",
+                                        "--tls", "1.2,1.3", tmp_path=tmp_path)
+        assert code == 0, output
+        assert [r["kinds"][0]["completed"] for r in report["runs"]] == [24, 24, 24, 24], output
+        return [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
+
+    assert run("alert") == [], "the minted chains validate under the bench root: nothing to report"
+    lines = run("flagged")
+    assert len(lines) == 48, len(lines)
+    tls12 = [l for l in lines if l["tls"]["version"] == "1.2"]
+    assert len(tls12) == 24
+    for line in lines:
+        name = line["tls"]["client"]["server_name"]
+        assert name.endswith(".fresh.bench.test")
+        assert line["tls"]["server"]["x509"]["alternative_names"] == [name], line["tls"]["server"]
+        assert line["tls"]["server"]["subject"].startswith(f"CN={name},"), line["tls"]["server"]
+    assert len({l["tls"]["server"]["hash"]["sha256"] for l in lines}) == 48, "one leaf per name"
+    assert len({l["tls"]["server"]["x509"]["serial_number"] for l in lines}) == 48
+
+
+def test_fresh_certificates_need_the_builtin_upstream(tmp_path):
+    code, _, output, _ = bench("handshake", "--direct", "--start-upstream", "nginx", "--fresh-certificates",
+                               "--count", "1", tmp_path=tmp_path)
+    assert code == 2 and "--fresh-certificates needs the builtin upstream" in output, output
