@@ -359,7 +359,10 @@ def test_compare_measures_the_floor_relay_and_it_relays_correctly(tmp_path):
         for run in report["runs"]:
             assert run["target"] == "floor" and run["ok"], run
             for kind in run["kinds"]:
-                assert kind["failed"] == 0 and kind["completed"] > 0, kind
+                # A 256 MiB transfer (compare.sh's size) may be cut off by the 1 s duration on a slow machine (under
+                # AddressSanitizer none completed): the bytes it got through still had to be verified.
+                assert kind["failed"] == 0 and (kind["completed"] > 0 or kind["verifiedBytes"] > 0), kind
+                assert kind["verifiedBytes"] > 0 or scenario == "idle", kind
     assert "floor: " in text and "x direct" in text, text[-2000:]
 
     relay = tmp_path / "floor-relay"
