@@ -10,7 +10,7 @@ import time
 import pytest
 
 from conftest import BIN, ROOT, Proxy
-from helpers import PKI, HTTPServer, OpenSSLServer, ecs_problems
+from helpers import PKI, HTTPServer, OpenSSLServer, wait_alert_lines
 
 PKI_SCRIPT = ROOT / "Tests/pki/make-pki.sh"
 
@@ -72,22 +72,9 @@ def proxy(request, tmp_path_factory, pki):
 
 
 def alert_lines(proxy, port, wait=True, count=1):
-    """The alert lines about upstream port `port` (each test uses its own server, so its own port); waiting (3 s at
-    most) until there are `count` of them, since the alert writer's thread writes a line after the connection's
-    verdict, not before the client sees it."""
-    deadline = time.monotonic() + (3 if wait else 0)
-    while True:
-        lines = []
-        if proxy.alert_log.exists():
-            for raw in proxy.alert_log.read_text().splitlines():
-                line = json.loads(raw)
-                problems = ecs_problems(line)
-                assert not problems, f"alert line is not ECS: {problems}: {line}"
-                if line.get("destination", {}).get("port") == port:
-                    lines.append(line)
-        if len(lines) >= count or time.monotonic() >= deadline:
-            return lines
-        time.sleep(0.05)
+    """The alert lines about upstream port `port` (each test uses its own server, so its own port), ECS-checked; with
+    `wait`, polled (3 s at most) until there are `count`: the writer's thread writes after the client has its answer."""
+    return wait_alert_lines(proxy.alert_log, port, count, timeout=3 if wait else 0)
 
 
 PAGE = b"hello from upstream"
