@@ -9,6 +9,7 @@ import socket
 import socketserver
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,30 +42,31 @@ def run_script(script, cwd, timeout, flags="-c"):
     """Runs a shell script with bash in a session of its own; every process it started is killed afterwards, whatever
     happened (a README's commands stop their processes by PID themselves: this is for a failure half-way). Returns
     (exit status, output text); a script still running after `timeout` seconds is killed and its status is None, with
-    its output so far and the processes its session still had (which command hung, and what held the output open)."""
+    its output so far and the processes its session still had. The output goes to a file and the wait is for bash
+    itself: a process the script left behind (a proxy started with `&` whose `kill` a failed command skipped) must
+    not hold the result back until the timeout, as a pipe it inherited did."""
     import signal
-    proc = subprocess.Popen(["bash", flags, script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    status = None
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        status = proc.returncode
-    except subprocess.TimeoutExpired as expired:
-        ps = subprocess.run(["ps", "-eo", "pid,ppid,sid,etimes,stat,args"], capture_output=True, text=True).stdout
-        young = [row for row in ps.splitlines()[1:] if int(row.split()[3]) <= timeout + 5]   # started meanwhile
-        os.killpg(proc.pid, signal.SIGKILL)
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(["bash", flags, script], cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        status = None
         try:
-            out, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired as held:   # something outside the session holds the output open
-            out = held.output or expired.output or b""
-        out += ("\n[timed out after %d s; processes started meanwhile (pid ppid sid age stat args):]\n%s"
-                % (timeout, "\n".join(young))).encode()
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return status, out.decode(errors="replace")
+            status = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            ps = subprocess.run(["ps", "-eo", "pid,ppid,sid,etimes,stat,args"], capture_output=True, text=True).stdout
+            young = [row for row in ps.splitlines()[1:] if int(row.split()[3]) <= timeout + 5]   # started meanwhile
+            note = ("\n[timed out after %d s; processes started meanwhile (pid ppid sid age stat args):]\n%s"
+                    % (timeout, "\n".join(young)))
+        else:
+            note = ""
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+        log.seek(0)
+        return status, log.read().decode(errors="replace") + note
 
 
 def read_head(sock, limit=65536):
