@@ -47,9 +47,10 @@ public final class Certificate: @unchecked Sendable {
     }
 
     /// Borrows `raw` (an `X509 *` owned by someone else) by taking a reference of its own (`X509_up_ref`).
-    package convenience init(borrowing raw: OpaquePointer) throws(OpenSSLError) {
+    /// `der`, when given, must be `raw`'s encoding.
+    package convenience init(borrowing raw: OpaquePointer, der: [UInt8]? = nil) throws(OpenSSLError) {
         guard X509_up_ref(raw) == 1 else { throw .drainingQueue(call: "X509_up_ref") }
-        try self.init(takingOwnershipOf: raw)
+        try self.init(takingOwnershipOf: raw, der: der)
     }
 
     deinit { X509_free(raw) }

@@ -50,13 +50,16 @@ public enum PathValidator {
     /// time). Certificates past it are neither decoded nor offered to path building.
     public static let maxConsideredCertificates = 16
 
-    /// The presented certificates decoded, as far as `maxConsideredCertificates`, each once; a certificate that does
-    /// not decode makes `failure` the validation's result (`.untrustedChain`, `undecodableCode`).
-    static func decode(_ chain: [[UInt8]]) -> (certificates: [Certificate], failure: PathValidation?) {
+    /// The presented certificates decoded, as far as `maxConsideredCertificates`, each once (through `cache`: a
+    /// certificate decoded recently, by a probe's handshake or for another chain, is not decoded again); a certificate
+    /// that does not decode makes `failure` the validation's result (`.untrustedChain`, `undecodableCode`).
+    static func decode(_ chain: [[UInt8]], cache: DecodedCertificates = .shared)
+        -> (certificates: [Certificate], failure: PathValidation?)
+    {
         var certificates: [Certificate] = []
         for (index, der) in chain.prefix(maxConsideredCertificates).enumerated() {
             do throws(OpenSSLError) {
-                certificates.append(try Certificate(der: der))
+                certificates.append(try cache.certificate(der: der))
             } catch {
                 let error = ValidationError(reason: .untrustedChain, opensslCode: undecodableCode,
                                             message: "presented certificate #\(index) does not decode: \(error)", depth: index)
@@ -66,9 +69,10 @@ public enum PathValidator {
         return (certificates, nil)
     }
 
-    /// Validates already-decoded certificates (leaf first, as sent) at time `at`. See the DER variant.
+    /// Validates already-decoded certificates (leaf first, as sent) at time `at`. See the DER variant. `signatures`:
+    /// the memo of signatures already verified (nil: OpenSSL's own step, every signature checked; for tests).
     public static func validate(chain: [Certificate], store: TrustStore, at time: UnixTime,
-                                extraUntrusted: [Certificate] = []) -> PathValidation {
+                                extraUntrusted: [Certificate] = [], signatures: SignatureMemo? = .shared) -> PathValidation {
         let presented = chain.map(\.facts)
         func failure(_ message: String) -> PathValidation {
             ERR_clear_error()
@@ -97,6 +101,13 @@ public enum PathValidator {
         let parameters = X509_STORE_CTX_get0_param(context)
         X509_VERIFY_PARAM_set_time(parameters, time_t(time.seconds))
         X509_VERIFY_PARAM_set_auth_level(parameters, 0)
+        // Signatures through the memo: a path's intermediate is checked once, not with every new leaf under it.
+        if let signatures {
+            guard X509_STORE_CTX_set_ex_data(context, 0, Unmanaged.passUnretained(signatures).toOpaque()) == 1 else {
+                return failure(describe("X509_STORE_CTX_set_ex_data"))
+            }
+            X509_STORE_CTX_set_verify(context, verifyPathWithMemo)
+        }
 
         let verified = X509_verify_cert(context)
         let code = X509_STORE_CTX_get_error(context)

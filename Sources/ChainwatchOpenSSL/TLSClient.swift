@@ -116,11 +116,16 @@ public final class TLSClient {
     /// Reads the finished handshake.
     private func makeResult() throws(OpenSSLError) -> TLSClientResult {
         var chain: [[UInt8]] = []
-        // On the client side the peer chain includes the leaf.
+        // On the client side the peer chain includes the leaf. libssl decoded each certificate (the costly part of a
+        // certificate, OpenSSL 3.0's public-key decoding): the validator gets them from the cache, not decoded again.
         if let stack = SSL_get_peer_cert_chain(ssl) {
             for index in 0..<c_openssl_sk_X509_num(stack) {
                 guard let x509 = c_openssl_sk_X509_value(stack, index) else { continue }
-                chain.append(try Certificate.encode(x509))
+                let der = try Certificate.encode(x509)
+                chain.append(der)
+                if der.count <= DecodedCertificates.shared.maxBytes {
+                    DecodedCertificates.shared.keep(try Certificate(borrowing: x509, der: der))
+                }
             }
         }
         if chain.isEmpty, let leaf = SSL_get0_peer_certificate(ssl) { chain = [try Certificate.encode(leaf)] }

@@ -182,11 +182,20 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
                     bounds: latency.bounds, counts: latency.counts, sum: latency.sum)
 
         let cacheSizes = inspector.cache.sizes
-        m.family("chainwatch_cache_entries", .gauge, "Entries held, by cache: verdicts, known_bad (upstreams answered 403), probes (results), intermediates (the pool).")
+        m.family("chainwatch_cache_entries", .gauge, "Entries held, by cache: verdicts, known_bad (upstreams answered 403), probes (results), intermediates (the pool), certificates (decoded, by their bytes), signatures (verified).")
         m.sample("chainwatch_cache_entries", ["cache": "verdicts"], cacheSizes.verdicts)
         m.sample("chainwatch_cache_entries", ["cache": "known_bad"], cacheSizes.knownBad)
         m.sample("chainwatch_cache_entries", ["cache": "probes"], probeSizes.cached)
         m.sample("chainwatch_cache_entries", ["cache": "intermediates"], inspector.intermediates.count)
+        m.sample("chainwatch_cache_entries", ["cache": "certificates"], DecodedCertificates.shared.count)
+        m.sample("chainwatch_cache_entries", ["cache": "signatures"], SignatureMemo.shared.count)
+        let decodes = DecodedCertificates.shared.hitsAndMisses, signatures = SignatureMemo.shared.hitsAndChecks
+        m.family("chainwatch_certificate_decodes_total", .counter, "Presented certificates the validator needed, by whether a decoded copy was at hand (reused: a probe's handshake or another chain had decoded it) or it was decoded.")
+        m.sample("chainwatch_certificate_decodes_total", ["result": "reused"], decodes.hits)
+        m.sample("chainwatch_certificate_decodes_total", ["result": "decoded"], decodes.misses)
+        m.family("chainwatch_signature_checks_total", .counter, "Certificate signatures on validated paths, by whether a verification of the same certificate by the same issuer was remembered (reused) or OpenSSL checked it.")
+        m.sample("chainwatch_signature_checks_total", ["result": "reused"], signatures.hits)
+        m.sample("chainwatch_signature_checks_total", ["result": "checked"], signatures.checks)
         m.family("chainwatch_cache_lookups_total", .counter, "Verdict cache lookups, by result (hit, miss).")
         m.sample("chainwatch_cache_lookups_total", ["result": "hit"], inspector.cache.hits.load(ordering: .relaxed))
         m.sample("chainwatch_cache_lookups_total", ["result": "miss"], inspector.cache.misses.load(ordering: .relaxed))

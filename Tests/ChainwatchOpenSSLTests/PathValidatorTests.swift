@@ -155,3 +155,111 @@ import Testing
         }
     }
 }
+
+/// The signature memo (`SignatureMemo`, `verifyPathWithMemo`): the same results as OpenSSL's own verification step,
+/// one signature check per new leaf under a known intermediate, and never a forged signature let through.
+@Suite struct SignatureMemoTests {
+    static let chains = ["genuine", "rekeyed", "other-intermediate", "otherhost", "attacker", "expired", "selfsigned",
+                         "weak-rsa1024", "weak-sha1"]
+
+    /// The certificate with the last byte of its signature changed: still well-formed DER, a signature that fails.
+    static func tampered(_ certificate: Certificate) throws -> Certificate {
+        var der = certificate.der
+        der[der.count - 1] ^= 0x01
+        return try Certificate(der: der)
+    }
+
+    @Test(arguments: chains)
+    func sameResultAsOpenSSLsOwnStep(_ name: String) throws {
+        let stores = [try PKI.store("genuine-root"), try PKI.store("genuine-root", "attacker-root"), try PKI.store("selfsigned")]
+        let chain = try PKI.certificates(name + ".fullchain.pem")
+        let memo = SignatureMemo()
+        for store in stores {
+            for time in [PKI.now, UnixTime(seconds: 1_590_000_000), UnixTime(seconds: 4_000_000_000)] {
+                for candidate in [chain, [chain[0]], Array(chain.dropLast())] {
+                    let own = PathValidator.validate(chain: candidate, store: store, at: time, signatures: nil)
+                    for round in 1...2 {   // the second time from the memo
+                        let memoised = PathValidator.validate(chain: candidate, store: store, at: time, signatures: memo)
+                        #expect(memoised == own, "\(name), \(candidate.count) certificates, round \(round)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func aNewLeafUnderAKnownIntermediateCostsOneSignatureCheck() throws {
+        let store = try PKI.store("genuine-root")
+        let memo = SignatureMemo()
+        let first = PathValidator.validate(chain: try PKI.certificates("genuine.fullchain.pem"), store: store, at: PKI.now,
+                                           signatures: memo)
+        #expect(first.error == nil)
+        #expect(memo.hitsAndChecks.hits == 0 && memo.hitsAndChecks.checks == 2)   // leaf by intermediate, intermediate by root
+        let second = PathValidator.validate(chain: try PKI.certificates("rekeyed.fullchain.pem"), store: store, at: PKI.now,
+                                            signatures: memo)
+        #expect(second.error == nil && second.path.count == 3)
+        #expect(memo.hitsAndChecks.hits == 1 && memo.hitsAndChecks.checks == 3)   // only the new leaf was checked
+    }
+
+    @Test func aForgedSignatureFailsAfterTheGenuineOneWasMemoised() throws {
+        let store = try PKI.store("genuine-root")
+        let memo = SignatureMemo()
+        let leaf = try PKI.certificate("genuine"), intermediate = try PKI.certificate("genuine-intermediate")
+        #expect(PathValidator.validate(chain: [leaf, intermediate], store: store, at: PKI.now, signatures: memo).error == nil)
+        for _ in 1...2 {   // failures are never memoised: the second attempt is checked again
+            let forgedLeaf = PathValidator.validate(chain: [try Self.tampered(leaf), intermediate], store: store, at: PKI.now,
+                                                    signatures: memo)
+            #expect(forgedLeaf.error?.opensslCode == 7 && forgedLeaf.error?.depth == 0)   // X509_V_ERR_CERT_SIGNATURE_FAILURE
+            let forgedIntermediate = PathValidator.validate(chain: [leaf, try Self.tampered(intermediate)], store: store,
+                                                            at: PKI.now, signatures: memo)
+            #expect(forgedIntermediate.error?.opensslCode == 7 && forgedIntermediate.error?.depth == 1)
+        }
+        // The genuine chain still validates, and its signatures still come from the memo.
+        let hitsBefore = memo.hitsAndChecks.hits
+        #expect(PathValidator.validate(chain: [leaf, intermediate], store: store, at: PKI.now, signatures: memo).error == nil)
+        #expect(memo.hitsAndChecks.hits == hitsBefore + 2)
+    }
+
+    @Test func theMemoIsBounded() throws {
+        let memo = SignatureMemo(capacity: 2)   // one key per generation
+        let store = try PKI.store("genuine-root")
+        for name in ["genuine", "rekeyed", "otherhost", "other-intermediate"] {
+            #expect(PathValidator.validate(chain: try PKI.certificates(name + ".fullchain.pem"), store: store, at: PKI.now,
+                                           signatures: memo).error == nil)
+        }
+        // Each validation needs two signatures and two keys fit: no validation found both, so none was all hits.
+        #expect(memo.hitsAndChecks.checks >= 6)
+    }
+}
+
+@Suite struct DecodedCertificatesTests {
+    @Test func aCertificateIsDecodedOnceAndSharedByItsBytes() throws {
+        let cache = DecodedCertificates(capacity: 8)
+        let der = try PKI.der("genuine-intermediate")
+        let first = try cache.certificate(der: der), second = try cache.certificate(der: der)
+        #expect(first === second)
+        #expect(cache.hitsAndMisses.hits == 1 && cache.hitsAndMisses.misses == 1)
+        // Different bytes are a different entry, even when they decode to a certificate with the same name.
+        let tampered = try SignatureMemoTests.tampered(first)
+        #expect(try cache.certificate(der: tampered.der) !== first)
+    }
+
+    @Test func keptCertificatesAreFoundAndTheCacheIsBounded() throws {
+        let cache = DecodedCertificates(capacity: 4, maxBytes: 4096)
+        let names = ["genuine", "rekeyed", "otherhost", "genuine-intermediate", "genuine-root", "attacker"]
+        for name in names { cache.keep(try PKI.certificate(name)) }
+        #expect(cache.count <= 4)
+        #expect(cache.count >= 2)
+        let latest = try PKI.certificate("attacker")
+        #expect(try cache.certificate(der: latest.der).der == latest.der)
+        #expect(cache.hitsAndMisses.hits == 1)
+        let small = DecodedCertificates(capacity: 4, maxBytes: 16)   // nothing fits
+        small.keep(latest)
+        #expect(small.count == 0)
+    }
+
+    @Test func anUndecodableCertificateIsAnErrorAndNotKept() throws {
+        let cache = DecodedCertificates()
+        #expect(throws: OpenSSLError.self) { try cache.certificate(der: [0x30, 0x03, 0x02, 0x01, 0x00]) }
+        #expect(cache.count == 0)
+    }
+}

@@ -85,6 +85,39 @@ def test_metrics_count_tunnels_verdicts_and_bytes(admin_proxy, pki):
         echo.close()
 
 
+def test_a_probed_chain_is_decoded_once_and_a_shared_intermediate_verified_once(admin_proxy, pki):
+    """The cold path's two caches, seen in /metrics. A TLS 1.3 first contact: the probe's handshake decoded the chain,
+    and the validator reuses those certificates instead of decoding them again. A second leaf under the same
+    intermediate (rekeyed, its own key): the intermediate's signature by the root is not checked again, only the new
+    leaf's. And a forged chain is still refused: nothing remembered stands in for its checks."""
+    p = admin_proxy
+    first = serve(pki, "genuine", "1.3")
+    second = serve(pki, "rekeyed", "1.3")
+    forged = serve(pki, "other-intermediate", "1.3")
+    try:
+        before = metrics(p.admin_port)
+        assert curl(p, "genuine.test", first.port, "1.3").returncode == 0
+        m = metrics(p.admin_port)
+        assert value(m, "chainwatch_certificate_decodes_total", result="reused") - \
+            value(before, "chainwatch_certificate_decodes_total", result="reused") == 2
+        assert value(m, "chainwatch_certificate_decodes_total", result="decoded") == \
+            value(before, "chainwatch_certificate_decodes_total", result="decoded")
+        checked = value(m, "chainwatch_signature_checks_total", result="checked")
+        reused = value(m, "chainwatch_signature_checks_total", result="reused")
+        assert curl(p, "genuine.test", second.port, "1.3").returncode == 0
+        m2 = metrics(p.admin_port)
+        assert value(m2, "chainwatch_signature_checks_total", result="checked") - checked == 1   # the new leaf
+        assert value(m2, "chainwatch_signature_checks_total", result="reused") - reused == 1     # the intermediate
+        assert value(m2, "chainwatch_cache_entries", cache="certificates") >= 3
+        assert value(m2, "chainwatch_cache_entries", cache="signatures") >= 3
+        assert curl(p, "genuine.test", forged.port, "1.3").returncode != 0
+        m3 = metrics(p.admin_port)
+        assert value(m3, "chainwatch_verdicts_total", action="block", reason="intermediate_mismatch", evidence="probe") == 1
+    finally:
+        for server in (first, second, forged):
+            server.close()
+
+
 def test_bulk_bytes_are_counted_as_spliced(start_proxy):
     """A tunnel past its first 64 KiB each way moves by splice(2): the counter by path shows it."""
     port = free_port()
