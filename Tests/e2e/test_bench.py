@@ -341,7 +341,7 @@ def test_png_without_rsvg_convert_is_a_clear_error(tmp_path):
 
 def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path):
     """bench/README.md's first block, run with bash as written except: durations, sizes and client counts made
-    small, the binaries' directory, the port, and no compare.sh (a minute of peers of its own, tested apart). Another
+    small, the binaries' directory, the port, and no compare.sh or cold.sh (minutes of peers of their own, tested apart). Another
     chainwatch runs meanwhile (as on a machine where one is deployed): the commands must not pick it up."""
     assert CHAINWATCH, "set CHAINWATCH_BIN"
     from pathlib import Path
@@ -354,7 +354,7 @@ def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path
                    .replace(".build/release", bindir)
                    .replace("--duration 10", "--duration 1").replace("-c 2000", "-c 20").replace("--size 256M", "--size 8M")
                    .replace("3190", str(port)))
-    script = "\n".join(l for l in script.splitlines() if not l.startswith("bench/compare.sh"))
+    script = "\n".join(l for l in script.splitlines() if not l.startswith(("bench/compare.sh", "bench/cold.sh")))
     assert "pidof" not in script and "$P" in script   # the PID of the proxy it started, whatever else runs
     other_port = free_port()
     other = subprocess.Popen([CHAINWATCH, "run", "--listen", f"127.0.0.1:{other_port}", "--admin", "off",
@@ -440,6 +440,28 @@ def test_fresh_certificates_give_every_first_contact_a_chain_of_its_own(tmp_path
         assert line["tls"]["server"]["subject"].startswith(f"CN={name},"), line["tls"]["server"]
     assert len({l["tls"]["server"]["hash"]["sha256"] for l in lines}) == 48, "one leaf per name"
     assert len({l["tls"]["server"]["x509"]["serial_number"] for l in lines}) == 48
+
+
+def test_cold_script_compares_chainwatch_with_the_floor_on_first_contacts(tmp_path):
+    """bench/cold.sh as documented, made short: both proxies measured beside a direct run, every session a first
+    contact that succeeded, and the ratio printed per TLS version from those reports."""
+    assert BENCH and CHAINWATCH, "set CHAINWATCH_BENCH_BIN and CHAINWATCH_BIN"
+    from pathlib import Path
+    from helpers import run_script
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "cold"
+    code, text = run_script(f"CHAINWATCH_BENCH_BIN={BENCH} CHAINWATCH_BIN={CHAINWATCH} {root}/bench/cold.sh "
+                            f"--repeat 1 --duration 0.5 --concurrency 2 --out {out}", tmp_path, timeout=180)
+    assert code == 0, text[-3000:]
+    for name in ["floor1", "chainwatch1"]:
+        report = json.loads((out / f"{name}.json").read_text())
+        assert report["ok"], name
+        targets = {(run["target"], run["tls"]) for run in report["runs"]}
+        assert {("direct", "1.2"), ("direct", "1.3")} <= targets and len(targets) == 4, targets
+        for run in report["runs"]:
+            assert all(kind["failed"] == 0 and kind["completed"] > 0 for kind in run["kinds"]), run["label"]
+    for tls in ["1.2", "1.3"]:
+        assert re.search(rf"TLS {re.escape(tls)}: floor \d+\.\d+ +chainwatch \d+\.\d+ +ratio \d+\.\d+", text), text
 
 
 def test_fresh_certificates_need_the_builtin_upstream(tmp_path):
