@@ -9,45 +9,74 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
     /// `host:port`, with brackets around IPv6 literals.
     public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
-    /// Parses `host:port`, `[v6]:port`, or `host` alone when a default port is given.
+    /// Parses `host:port`, `[v6]:port`, or `host` alone when a default port is given. ASCII only: a host is letters,
+    /// digits, `-`, `.` and `_`, an IPv6 literal hex digits, `:` and `.` in brackets.
+    ///
+    /// It reads bytes, not `Character`s: every CONNECT is parsed here, and the `Character` walk cost about 44 000
+    /// instructions per connection, a fifth of a tunnel's whole inspection with a cached verdict.
     public static func parse(_ text: some StringProtocol, defaultPort: UInt16? = nil) -> Authority? {
-        var rest = Substring(text)
-        let host: Substring
-        if rest.first == "[" {
-            guard let close = rest.firstIndex(of: "]") else { return nil }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }), host.contains(":") else { return nil }
-            rest = rest[rest.index(after: close)...]
+        var copy = String(text)
+        return copy.withUTF8 { parse(utf8: $0, defaultPort: defaultPort) }
+    }
+
+    static func parse(utf8 bytes: UnsafeBufferPointer<UInt8>, defaultPort: UInt16?) -> Authority? {
+        let colon = UInt8(ascii: ":")
+        var host = bytes[...]
+        var rest = bytes[bytes.endIndex...]
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            host = bytes[(bytes.startIndex + 1)..<close]
+            guard !host.isEmpty, host.contains(colon),
+                  host.allSatisfy({ isHexDigit($0) || $0 == colon || $0 == UInt8(ascii: ".") }) else { return nil }
+            rest = bytes[(close + 1)...]
         } else {
-            let colon = rest.lastIndex(of: ":")
-            host = colon.map { rest[..<$0] } ?? rest
-            rest = colon.map { rest[$0...] } ?? ""
-            guard !host.isEmpty, !host.contains(":"), host.utf8.allSatisfy(isHostByte) else { return nil }
+            if let last = bytes.lastIndex(of: colon) {
+                host = bytes[..<last]
+                rest = bytes[last...]
+            }
+            guard !host.isEmpty, host.allSatisfy(isHostByte) else { return nil }
         }
         let port: UInt16
         if rest.isEmpty {
             guard let defaultPort else { return nil }
             port = defaultPort
         } else {
-            guard rest.first == ":" else { return nil }
             let digits = rest.dropFirst()
-            guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy(\.isASCIIDigit), let p = UInt16(digits), p > 0 else { return nil }
-            port = p
+            guard rest.first == colon, !digits.isEmpty, digits.count <= 5 else { return nil }
+            var value = 0
+            for byte in digits {
+                guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+            }
+            guard value > 0, value <= Int(UInt16.max) else { return nil }
+            port = UInt16(value)
         }
-        var name = host.lowercased()
-        if name.hasSuffix("."), name.count > 1 { name.removeLast() }
+        var name = Array(host)
+        for index in name.indices where name[index] >= UInt8(ascii: "A") && name[index] <= UInt8(ascii: "Z") {
+            name[index] += 32
+        }
+        if name.count > 1, name.last == UInt8(ascii: ".") { name.removeLast() }
+        let text = String(decoding: name, as: UTF8.self)
         // A name whose last label is a number is an IPv4 address to browsers and curl (WHATWG URL "ends in a
         // number"), and `inet_aton` reads 0177.0.0.1 as 127.0.0.1, 2130706433 and 127.1 likewise, while a strict
         // parser reads other addresses or none: only the dotted quad is unambiguous, so only it is taken.
-        if !name.contains(":"), Self.endsInANumber(name), HostName.ipAddressBytes(name)?.count != 4 { return nil }
-        return Authority(host: name, port: port)
+        if !name.contains(colon), endsInANumber(name[...]), HostName.ipAddressBytes(text)?.count != 4 { return nil }
+        return Authority(host: text, port: port)
     }
 
     /// Whether the last label of `name` is all digits or a `0x` hex number.
-    static func endsInANumber(_ name: String) -> Bool {
-        guard let last = name.split(separator: ".", omittingEmptySubsequences: false).last, !last.isEmpty else { return false }
-        if last.allSatisfy(\.isASCIIDigit) { return true }
-        return last.hasPrefix("0x") && last.dropFirst(2).allSatisfy(\.isHexDigit)
+    static func endsInANumber(_ name: ArraySlice<UInt8>) -> Bool {
+        let last = name.lastIndex(of: UInt8(ascii: ".")).map { name[($0 + 1)...] } ?? name
+        guard !last.isEmpty else { return false }
+        if last.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) { return true }
+        return last.starts(with: [UInt8(ascii: "0"), UInt8(ascii: "x")]) && last.dropFirst(2).allSatisfy(isHexDigit)
+    }
+
+    static func isHexDigit(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
+        default: false
+        }
     }
 
     static func isHostByte(_ c: UInt8) -> Bool {

@@ -50,6 +50,18 @@ import Testing
         #expect(Authority.parse("[::1]:443") == Authority(host: "::1", port: 443))
         #expect(Authority.parse("[::1]:443")?.description == "[::1]:443")
         #expect(Authority.parse("example.com", defaultPort: 80) == Authority(host: "example.com", port: 80))
+        #expect(Authority.parse("EXAMPLE.com:00443") == Authority(host: "example.com", port: 443))
+        #expect(Authority.parse("[FE80::1]:8443") == Authority(host: "fe80::1", port: 8443))
+        #expect(Authority.parse("[::ffff:1.2.3.4]:65535") == Authority(host: "::ffff:1.2.3.4", port: 65535))
+        #expect(Authority.parse("a_b-c.test.", defaultPort: 443) == Authority(host: "a_b-c.test", port: 443))
+        #expect(Authority.parse("example.com:443"[...]) == Authority(host: "example.com", port: 443))   // a Substring
+    }
+
+    /// Only ASCII: a name with a non-ASCII letter, fullwidth digits in an IPv6 literal or a port, a NUL.
+    @Test(arguments: ["exämple.com:443", "[\u{FF21}\u{FF22}::1]:443", "example.com:\u{FF14}43", "example.com\u{0}:443",
+                      "example.com:00000", "example.com:+443", "example.com:-1", "[::1]:", "[]:443", "[1.2.3.4]:443"])
+    func rejectsWhatIsNotPlainASCII(text: String) {
+        #expect(Authority.parse(text) == nil)
     }
 
     @Test(arguments: ["example.com", ":443", "example.com:", "example.com:0", "example.com:65536", "[::1", "::1:443",
