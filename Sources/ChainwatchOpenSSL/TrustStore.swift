@@ -6,15 +6,14 @@ import ChainwatchLock
 /// anchor each is (`AnchorKind`).
 ///
 /// Owns one `X509_STORE *`. Build it once (loading the system roots parses the whole bundle) and share it:
-/// it is `@unchecked Sendable` because nothing mutates the store after init except OpenSSL's own lookup
-/// cache for the hashed `/etc/ssl/certs` directory, which OpenSSL guards with the store's lock, and
-/// `X509_verify_cert` only reads the store through an `X509_STORE_CTX` of its own. The facts cache below
-/// is behind a `Lock`.
+/// it is `@unchecked Sendable` because nothing mutates the store after init (it has no lookups that would fill a
+/// cache: every anchor is added at init), and `X509_verify_cert` only reads the store through an `X509_STORE_CTX` of
+/// its own. The facts cache below is behind a `Lock`.
 public final class TrustStore: @unchecked Sendable {
     /// The `X509_STORE *` this object owns.
     package let raw: OpaquePointer
-    /// Whether the system roots (`X509_STORE_set_default_paths`: Debian's `/etc/ssl/certs` and
-    /// `ca-certificates.crt`, or `SSL_CERT_FILE` / `SSL_CERT_DIR`) are anchors.
+    /// Whether the system roots (`SystemRoots`: OpenSSL's default bundle and hashed directory, Debian's
+    /// `ca-certificates.crt` and `/etc/ssl/certs`, or `SSL_CERT_FILE` / `SSL_CERT_DIR`) are anchors.
     public let includesSystemRoots: Bool
     /// The anchors the operator named (a rule's own, `--ca`), in order.
     public let extraAnchors: [Certificate]
@@ -37,13 +36,10 @@ public final class TrustStore: @unchecked Sendable {
         self.publicRoots = publicRoots
         operatorDigests = Set(extraAnchors.map(\.facts.sha256))
         anchorFacts = Lock([:])
-        if systemRoots {
-            guard X509_STORE_set_default_paths(store) == 1 else {
-                X509_STORE_free(store)
-                throw .drainingQueue(call: "X509_STORE_set_default_paths")
-            }
-        }
-        for anchor in extraAnchors {
+        // The system roots in memory (`SystemRoots`), not `X509_STORE_set_default_paths`, whose directory lookups
+        // went to the filesystem for every issuer not loaded: every validation.
+        let anchors = (systemRoots ? SystemRoots.load() : []) + extraAnchors
+        for anchor in anchors {
             // X509_STORE_add_cert takes its own reference; a certificate already present is not an error.
             guard X509_STORE_add_cert(store, anchor.raw) == 1 else {
                 X509_STORE_free(store)
@@ -52,7 +48,7 @@ public final class TrustStore: @unchecked Sendable {
         }
         ERR_clear_error()
         anchorFacts.withLock { cache in
-            for anchor in extraAnchors { cache[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(anchor.raw)))] = anchor.facts }
+            for anchor in anchors { cache[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(anchor.raw)))] = anchor.facts }
         }
     }
 

@@ -50,6 +50,11 @@ func renderTable(_ report: Report) -> String {
             if !parts.isEmpty { out += "ratio \(run.label) / \(base.label) [\(kind.kind.rawValue)]: \(parts.joined(separator: ", "))\n" }
         }
     }
+    for run in report.runs {
+        guard let lines = run.alertLines else { continue }
+        let sessions = run.kinds.reduce(0) { $0 + $1.completed }
+        out += "alert lines \(run.label): \(lines) for \(sessions) sessions completed\n"
+    }
     out += report.ok ? "result: ok\n" : "result: FAILED (\(report.problems.count) problem(s))\n"
     return out
 }

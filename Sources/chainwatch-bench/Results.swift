@@ -89,6 +89,9 @@ struct RunResult: Codable, Sendable {
     var proxy: ProxyUsage?
     /// Idle runs: tunnels that were open at the same time.
     var idleTunnelsHeld: Int?
+    /// Lines the started chainwatch wrote to its alert log during this run (nil when the bench did not start it with
+    /// its own `--alert-log`): one per completed session under `flagged`, none under `alert` or `block`.
+    var alertLines: Int? = nil
     var ok: Bool
 }
 

@@ -109,9 +109,14 @@ final class Runner {
             for policy in plan.policies {
                 let (child, endpoint) = try startProxy(executable: executable, template: template, policy: policy, chain: chain, temp: temp)
                 proxy = child
+                // The alert log the bench gave it: its lines are counted per run, and checked (alert storm).
+                let alertLog = template.contains("{dir}/alerts.jsonl") ? temp.file("alerts.jsonl") : nil
                 for version in versions {
-                    runs.append(try measure(target: plan.proxyName, firstHop: endpoint, pid: child.pid, policy: policy, version: version,
-                                            tlsUpstream: tlsUpstream, rawUpstream: rawUpstream, chain: chain))
+                    let before = alertLog.map { AlertLog.lines(in: $0) }
+                    var run = try measure(target: plan.proxyName, firstHop: endpoint, pid: child.pid, policy: policy, version: version,
+                                          tlsUpstream: tlsUpstream, rawUpstream: rawUpstream, chain: chain)
+                    if let alertLog, let before { run.alertLines = AlertLog.settledLines(in: alertLog) - before }
+                    runs.append(run)
                 }
                 child.stop()
                 proxy = nil
@@ -129,6 +134,9 @@ final class Runner {
             }
             if let held = run.idleTunnelsHeld, held < run.concurrency {
                 problems.append("\(run.label): only \(held) of \(run.concurrency) idle tunnels were open at once")
+            }
+            if run.scenario == Scenario.handshake.rawValue, let lines = run.alertLines, let problem = AlertLog.problem(lines: lines, policy: run.policy, kinds: run.kinds) {
+                problems.append("\(run.label): \(problem)")
             }
         }
         let bound = plan.count.map { "count \($0)" } ?? "duration \(plan.duration ?? 0)s"

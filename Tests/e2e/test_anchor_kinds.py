@@ -105,6 +105,41 @@ def test_anchors_the_operator_names_or_public_roots_are_quiet(start_proxy, tmp_p
     assert read_alert_lines(proxy.alert_log, interceptor.port) == []
 
 
+def test_the_os_store_is_read_at_start_and_reload_not_at_every_validation(start_proxy, tmp_path, pki, interceptor):
+    """The OS store's hashed directory (SSL_CERT_DIR) is read when the trust stores are built, at start and at a reload,
+    not looked up at each validation: OpenSSL's default-path lookups went to the filesystem for every issuer not
+    loaded (a stat, and a read of the whole directory, per new chain). So a CA linked into the directory while the
+    proxy runs counts from the next reload on, as one appended to the bundle always did, and the reload drops the
+    verdicts judged against the old store."""
+    from helpers import free_port
+    import os
+    import signal
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    admin = free_port()
+    proxy = start(start_proxy, tmp_path, "alert", "--admin", f"127.0.0.1:{admin}",
+                  env={"SSL_CERT_FILE": SYSTEM_BUNDLE, "SSL_CERT_DIR": str(certs)})
+
+    def reason_of_next_connection(count):
+        assert fetch(proxy, interceptor.port, pki, interceptor.tls) == (0, PAGE)
+        lines = wait_alert_lines(proxy.alert_log, interceptor.port, count, timeout=5)
+        assert len(lines) == count
+        return lines[-1]["event"]["reason"]
+
+    assert reason_of_next_connection(1) == "untrusted_chain"   # the gateway's CA is in no store yet
+    name = subprocess.run(["openssl", "x509", "-hash", "-noout", "-in", str(pki / "attacker-root.pem")],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (certs / f"{name}.0").write_text((pki / "attacker-root.pem").read_text())   # as update-ca-certificates links it
+    ctl = [BIN, "ctl", "--admin", f"127.0.0.1:{admin}"]
+    assert subprocess.run(ctl + ["clear-verdicts"], capture_output=True, timeout=10).returncode == 0
+    assert subprocess.run(ctl + ["clear-probes"], capture_output=True, timeout=10).returncode == 0
+    assert reason_of_next_connection(2) == "untrusted_chain"   # judged afresh: the directory was not read again
+    os.kill(proxy.proc.pid, signal.SIGHUP)
+    time.sleep(1.5)
+    # The reload read the store again, and dropped the verdicts judged against the old one (no clear-verdicts here).
+    assert reason_of_next_connection(3) == "local_root"
+
+
 def test_a_named_public_root_set_that_cannot_be_read_stops_the_start(tmp_path):
     r = subprocess.run([BIN, "run", "--listen", "127.0.0.1:1", "--public-roots", str(tmp_path / "missing")],
                        capture_output=True, text=True, timeout=10)

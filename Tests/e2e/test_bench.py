@@ -464,6 +464,27 @@ def test_cold_script_compares_chainwatch_with_the_floor_on_first_contacts(tmp_pa
         assert re.search(rf"TLS {re.escape(tls)}: floor \d+\.\d+ +chainwatch \d+\.\d+ +ratio \d+\.\d+", text), text
 
 
+def test_alert_storm_writes_one_line_per_flagged_first_contact_and_none_for_clean_ones(tmp_path, chainwatch_bin):
+    """The alert storm: `--policy alert,flagged --fresh-certificates`, every session a chain never seen. Under flagged
+    each completed session's tunnel wrote its own alert line (a fresh chain each time: nothing rendered earlier to
+    reuse), counted in the proxy's alert log per run; under alert (the bench root anchors the rule) none did."""
+    code, report, output, _ = bench("handshake", "--start-proxy", chainwatch_bin, "--policy", "alert,flagged",
+                                    "--fresh-certificates", "--tls", "1.2,1.3", "--count", "60", "-c", "4",
+                                    tmp_path=tmp_path)
+    assert code == 0, output
+    runs = {(run["policy"], run["tls"]): run for run in report["runs"]}
+    assert set(runs) == {(p, t) for p in ["alert", "flagged"] for t in ["1.2", "1.3"]}, set(runs)
+    for (policy, tls), run in runs.items():
+        completed = sum(kind["completed"] for kind in run["kinds"])
+        started = sum(kind["started"] for kind in run["kinds"])
+        assert completed == 60, run["label"]
+        if policy == "flagged":
+            assert completed <= run["alertLines"] <= started, run
+        else:
+            assert run["alertLines"] == 0, run
+    assert "alert lines chainwatch flagged TLS 1.3: 60 for 60 sessions completed" in output, output
+
+
 def test_fresh_certificates_need_the_builtin_upstream(tmp_path):
     code, _, output, _ = bench("handshake", "--direct", "--start-upstream", "nginx", "--fresh-certificates",
                                "--count", "1", tmp_path=tmp_path)

@@ -58,14 +58,22 @@ public final class PolicyReloader: @unchecked Sendable {
         return snapshot
     }
 
-    /// Loads the file again; on success swaps the snapshot in and drops cached verdicts of rules that changed.
+    /// Loads the file again; on success swaps the snapshot in and drops cached verdicts of rules that changed (all of
+    /// them when the OS trust store changed since the last load: its anchors are read again with the policy).
     @discardableResult
     public func reload() -> Bool {
         guard path != nil else { return false }
         do {
+            let rootsBefore = SystemRoots.generation
             let snapshot = try load()
             store.replace(with: snapshot)
             cache?.retain(rules: snapshot.ruleIdentities)
+            if SystemRoots.generation != rootsBefore {
+                // The OS store changed (update-ca-certificates): every verdict and known-bad mark was judged against
+                // the old anchors, whatever rule it belongs to.
+                cache?.retain(rules: [])
+                logger.notice("the OS trust store changed: cached verdicts and known-bad marks dropped")
+            }
             counters.withLock { $0.reloads += 1 }
             logger.notice("policy \(snapshot.source) reloaded (generation \(snapshot.generation), \(snapshot.policy.rules.count) rule(s))")
             return true
