@@ -109,7 +109,7 @@ public enum PathValidator {
             X509_STORE_CTX_set_verify(context, verifyPathWithMemo)
         }
 
-        let verified = X509_verify_cert(context)
+        let verified = withExtendedLifetime(signatures) { X509_verify_cert(context) }   // the memo outlives the call
         let code = X509_STORE_CTX_get_error(context)
         if verified < 0 || (verified != 1 && code == X509_V_OK) {
             return failure(describe("X509_verify_cert"))

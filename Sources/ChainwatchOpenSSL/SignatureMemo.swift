@@ -121,7 +121,8 @@ let verifyPathWithMemo: @convention(c) (OpaquePointer?) -> Int32 = { context in
         subject = issuer
         checkSignature = false   // a trusted certificate that is not self-issued: nothing above it to check with
     } else if depth <= 0 {
-        // A lone certificate that is not self-issued: OpenSSL reports it and stops, whatever the callback says.
+        // A lone certificate that is not self-issued: OpenSSL reports it and returns the callback's answer, without
+        // checking its dates.
         return goOn(issuer, depth: 0, error: X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE) ? 1 : 0
     } else {
         depth -= 1

@@ -40,28 +40,63 @@ public enum SystemRoots {
 
     /// The certificates of `file` and of the hashed files in `directories`. See `load()`.
     public static func load(file: String, directories: [String]) -> [Certificate] {
-        let locations = (file: file, directories: directories)
-        let paths = [locations.file] + locations.directories
-        let key = paths.joined(separator: "\n")
+        let hashed = directories.map { ($0, hashedFiles(in: $0)) }
+        let paths = [file] + hashed.flatMap { directory, names in [directory] + names.map { directory + "/" + $0 } }
+        let key = ([file] + directories).joined(separator: "\n")
         let stamp = paths.map(Self.stamp).joined(separator: "\n")
         if let known = loaded.withLock({ $0[key] }), known.stamp == stamp { return known.certificates }
         var certificates: [Certificate] = []
         var seen = Set<[UInt8]>()
-        func add(_ path: String) {
-            guard let data = FileManager.default.contents(atPath: path) else { return }
+        func add(_ path: String, limit: Int, hash: String? = nil) {
+            guard let data = regularFile(path, limit: limit) else { return }
             for der in derBlocks(in: data) where !seen.contains(der) {
+                guard let certificate = try? Certificate(der: der) else { continue }
+                // The hashed lookup finds a file by its issuer's name hash: a file under another name is never read.
+                if let hash, subjectHash(certificate) != hash { continue }
                 seen.insert(der)
-                if let certificate = try? Certificate(der: der) { certificates.append(certificate) }
+                certificates.append(certificate)
             }
         }
-        add(locations.file)
-        for directory in locations.directories {
-            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-            for name in names.sorted() where isHashedName(name) { add(directory + "/" + name) }
+        add(file, limit: 64 << 20)
+        for (directory, names) in hashed {
+            for name in names { add(directory + "/" + name, limit: 1 << 20, hash: String(name.prefix(8))) }
         }
         loaded.withLock { $0[key] = (stamp, certificates) }
         generationCounter.add(1, ordering: .relaxed)
         return certificates
+    }
+
+    /// The `<hash>.<n>` names of `directory` that OpenSSL's hashed lookup would open: for each hash, `.0`, `.1`, … up
+    /// to the first missing suffix.
+    static func hashedFiles(in directory: String) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        var suffixes: [String: Set<Int>] = [:]
+        for name in names where isHashedName(name) {
+            if let n = Int(name.dropFirst(9)) { suffixes[String(name.prefix(8)), default: []].insert(n) }
+        }
+        var files: [String] = []
+        for hash in suffixes.keys.sorted() {
+            var n = 0
+            while suffixes[hash]!.contains(n) { files.append("\(hash).\(n)"); n += 1 }
+        }
+        return files
+    }
+
+    /// `X509_NAME_hash_ex` of the subject, as `%08lx`: the name the hashed lookup opens for it.
+    public static func subjectHash(_ certificate: Certificate) -> String? {
+        guard let name = X509_get_subject_name(certificate.raw) else { return nil }
+        var ok: Int32 = 0
+        let hash = X509_NAME_hash_ex(name, nil, nil, &ok)
+        guard ok == 1 else { return nil }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: max(0, 8 - hex.count)) + hex
+    }
+
+    /// The contents of a regular file (through symbolic links) of at most `limit` bytes; nil otherwise.
+    private static func regularFile(_ path: String, limit: Int) -> Data? {
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= limit else { return nil }
+        return FileManager.default.contents(atPath: path)
     }
 
     /// Grows by one each time the OS store is read (at the first load, and again after it changed): a reload that
@@ -71,7 +106,8 @@ public enum SystemRoots {
 
     private static let loaded = Lock<[String: (stamp: String, certificates: [Certificate])]>([:])
 
-    /// What changes when the file or directory at `path` does: its inode, size and modification time.
+    /// What changes when the file or directory at `path` does: its inode, size and modification time (through
+    /// symbolic links: a link repointed or a file copied over in place counts as a change).
     private static func stamp(_ path: String) -> String {
         var info = stat()
         guard stat(path, &info) == 0 else { return "-" }

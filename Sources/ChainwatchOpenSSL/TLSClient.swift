@@ -123,7 +123,8 @@ public final class TLSClient {
                 guard let x509 = c_openssl_sk_X509_value(stack, index) else { continue }
                 let der = try Certificate.encode(x509)
                 chain.append(der)
-                if der.count <= DecodedCertificates.shared.maxBytes {
+                // Only what the validator considers (a hostile server's 200 certificates would evict useful entries).
+                if index < PathValidator.maxConsideredCertificates, der.count <= DecodedCertificates.shared.maxBytes {
                     DecodedCertificates.shared.keep(try Certificate(borrowing: x509, der: der))
                 }
             }

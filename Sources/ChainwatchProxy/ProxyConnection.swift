@@ -400,7 +400,10 @@ extension ProxyConnection {
         case .connect(let authority):
             let snapshot = inspector.policies.snapshot
             self.snapshot = snapshot
-            guard let bad = inspector.cache.knownBad(authority, now: now) else { return nil }
+            // A mark counts only under the policy and OS trust store that made it: one set by a judgement that was
+            // still in flight across a reload (its rule changed, or the OS store did) answers nobody.
+            guard let bad = inspector.cache.knownBad(authority, now: now), snapshot.ruleIdentities.contains(bad.rule),
+                  bad.anchors == snapshot.anchorsGeneration else { return nil }
             let rule = snapshot.policy.rule(for: authority.host, port: authority.port)
             var evidence = bad.evidence
             evidence?.source = .cache

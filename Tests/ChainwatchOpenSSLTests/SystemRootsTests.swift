@@ -19,19 +19,26 @@ import Testing
     var bundlePath: String { directory.appendingPathComponent("bundle.pem").path }
     var certsPath: String { directory.appendingPathComponent("certs").path }
 
-    @Test func theBundleAndTheHashedFilesAreReadEachCertificateOnce() throws {
+    func hash(_ name: String) throws -> String { try #require(SystemRoots.subjectHash(try PKI.certificate(name))) }
+
+    @Test func theBundleAndTheHashedFilesAreReadAsOpenSSLsLookupWould() throws {
         defer { try? FileManager.default.removeItem(at: directory) }
-        // The bundle holds two roots; the directory links one of them again (as Debian does), adds a third under a
-        // hashed name, and holds a fourth under a name the hashed lookup would never open.
+        // The bundle holds two roots; the directory links one of them again under its hash (as Debian does) and adds
+        // a third. Not read: a file under a name that is not its hash, one past a gap in the suffixes, one whose name
+        // is not a hash at all, and one that is not a certificate.
         try write(try pem("genuine-root") + "\n" + (try pem("attacker-root")), "bundle.pem")
-        try write(try pem("genuine-root"), "certs/0a1b2c3d.0")
-        try write(try pem("private-ca"), "certs/deadbeef.1")
-        try write(try pem("selfsigned"), "certs/selfsigned.pem")
+        try write(try pem("genuine-root"), "certs/\(try hash("genuine-root")).0")
+        try write(try pem("private-ca"), "certs/\(try hash("private-ca")).0")
+        try write(try pem("selfsigned"), "certs/0a1b2c3d.0")
+        try write(try pem("genuine-intermediate"), "certs/\(try hash("genuine-intermediate")).1")
+        try write(try pem("genuine-intermediate-b"), "certs/genuine-intermediate-b.pem")
         try write("not a certificate", "certs/01234567.0")
         let loaded = SystemRoots.load(file: bundlePath, directories: [certsPath])
         let expected = try ["genuine-root", "attacker-root", "private-ca"].map { try PKI.certificate($0).facts.sha256 }
         #expect(Set(loaded.map(\.facts.sha256)) == Set(expected))
         #expect(loaded.count == 3)
+        // OpenSSL agrees on the names: `openssl x509 -hash` gives what the files are called.
+        #expect(try hash("genuine-root").count == 8)
     }
 
     @Test func readOnceWhileUnchangedAndAgainAfterAChange() throws {
@@ -40,10 +47,21 @@ import Testing
         let first = SystemRoots.load(file: bundlePath, directories: [certsPath])
         let second = SystemRoots.load(file: bundlePath, directories: [certsPath])
         #expect(first.count == 1 && second.count == 1 && first[0] === second[0])   // the same decoded certificate
-        try write(try pem("private-ca"), "certs/deadbeef.0")   // a root added as update-ca-certificates would
+        let generation = SystemRoots.generation
+        let added = "certs/\(try hash("private-ca")).0"
+        try write(try pem("private-ca"), added)   // a root added as update-ca-certificates would
         let third = SystemRoots.load(file: bundlePath, directories: [certsPath])
         #expect(third.count == 2)
-        #expect(third.contains { $0.facts.sha256 == (try? PKI.certificate("private-ca").facts.sha256) })
+        #expect(SystemRoots.generation > generation)
+        // A file overwritten in place (same inode, the directory's entries unchanged) is read again too: here with
+        // another root, which replaces the one it held.
+        let before = try FileManager.default.attributesOfItem(atPath: certsPath)[.modificationDate] as? Date
+        try (try pem("attacker-root")).write(toFile: directory.appendingPathComponent(added).path, atomically: false,
+                                            encoding: .utf8)
+        #expect(try FileManager.default.attributesOfItem(atPath: certsPath)[.modificationDate] as? Date == before)
+        let fourth = SystemRoots.load(file: bundlePath, directories: [certsPath])
+        // Under the private CA's hash name the attacker root is not what the lookup would find: it is not read.
+        #expect(fourth.map(\.facts.sha256) == [first[0].facts.sha256])   // read again: the private CA is gone
     }
 
     @Test func missingLocationsGiveNothing() {

@@ -66,7 +66,8 @@ public final class Inspector: Sendable {
         let host = tunnel.hostChecked
         // No digest (OpenSSL could not allocate): judge this chain afresh and cache nothing, so it shares no entry.
         let key = (digest ?? (try? Digest.sha256(chain: chain, stapled: stapled))).map {
-            VerdictCache.Key(chainHash: $0, rule: rule.identity, host: host, connectHost: tunnel.connectHost)
+            VerdictCache.Key(chainHash: $0, rule: rule.identity, host: host, connectHost: tunnel.connectHost,
+                             anchors: snapshot.anchorsGeneration)
         }
         if let key, let entry = cache.verdict(for: key, now: nowMilliseconds),
            entry.poolGeneration.map({ $0 == intermediates.generation }) ?? true {

@@ -64,11 +64,12 @@ public final class PolicyReloader: @unchecked Sendable {
     public func reload() -> Bool {
         guard path != nil else { return false }
         do {
-            let rootsBefore = SystemRoots.generation
+            let previous = store.snapshot
             let snapshot = try load()
             store.replace(with: snapshot)
             cache?.retain(rules: snapshot.ruleIdentities)
-            if SystemRoots.generation != rootsBefore {
+            // Against the snapshot in force, not the last read: a rejected reload may have read the changed store.
+            if snapshot.anchorsGeneration != previous.anchorsGeneration {
                 // The OS store changed (update-ca-certificates): every verdict and known-bad mark was judged against
                 // the old anchors, whatever rule it belongs to.
                 cache?.retain(rules: [])

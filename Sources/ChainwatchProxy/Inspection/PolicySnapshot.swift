@@ -13,6 +13,10 @@ public final class PolicySnapshot: Sendable {
     public let generation: Int
     /// Every rule's identity (the defaults included), for dropping cached verdicts of rules that changed.
     public let ruleIdentities: Set<RuleIdentity>
+    /// The OS trust store's read (`SystemRoots.generation`) this snapshot's stores hold: cached verdicts and known-bad
+    /// marks carry it, so one judged against an older OS store is never answered from (also when its judgement was
+    /// still in flight when a reload dropped the cache).
+    public let anchorsGeneration: Int
     private let stores: [Anchors: TrustStore]
 
     /// - Parameter extraAnchors: `--ca` certificates; they extend the system trust, so they join every rule that
@@ -34,6 +38,7 @@ public final class PolicySnapshot: Sendable {
         }
         self.stores = stores
         self.ruleIdentities = Set(([policy.defaults] + policy.rules).map(\.identity))
+        anchorsGeneration = SystemRoots.generation
     }
 
     /// The trust store for a rule of this policy.

@@ -312,7 +312,7 @@ final class TunnelInspection {
             if deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost) {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
-                expires: now + inspector.cache.knownBadMilliseconds))
+                expires: now + inspector.cache.knownBadMilliseconds, anchors: snapshot.anchorsGeneration))
             }
             report(.decided(.block("\(deciding.reason.rawValue): \(deciding.detail)")))
         } else {

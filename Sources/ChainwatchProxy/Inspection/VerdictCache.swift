@@ -14,8 +14,11 @@ public final class VerdictCache: Sendable {
         public var rule: RuleIdentity
         public var host: String
         public var connectHost: String
-        public init(chainHash: [UInt8], rule: RuleIdentity, host: String, connectHost: String) {
+        /// The OS trust store's read the verdict was judged against (`PolicySnapshot.anchorsGeneration`).
+        public var anchors: Int
+        public init(chainHash: [UInt8], rule: RuleIdentity, host: String, connectHost: String, anchors: Int = 0) {
             self.chainHash = chainHash; self.rule = rule; self.host = host; self.connectHost = connectHost
+            self.anchors = anchors
         }
     }
 
@@ -36,6 +39,8 @@ public final class VerdictCache: Sendable {
         public var rule: RuleIdentity
         public var evidence: Evidence?
         public var expires: Int64
+        /// The OS trust store's read the finding was judged against (`PolicySnapshot.anchorsGeneration`).
+        public var anchors: Int = 0
     }
 
     public static let shardCount = 16
