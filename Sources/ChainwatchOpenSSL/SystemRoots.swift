@@ -95,7 +95,10 @@ public enum SystemRoots {
     /// The contents of a regular file (through symbolic links) of at most `limit` bytes; nil otherwise.
     private static func regularFile(_ path: String, limit: Int) -> Data? {
         var info = stat()
-        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= limit else { return nil }
+        // Empty files hold no certificate (and `FileManager.contents` leaks 4 KiB reading one).
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size > 0, info.st_size <= limit else {
+            return nil
+        }
         return FileManager.default.contents(atPath: path)
     }
 

@@ -4,10 +4,20 @@ import Foundation
 /// alert storm (`--policy flagged`, with `--fresh-certificates` a new chain behind every line) shows that every
 /// flagged connection got its line, and a clean run that none did.
 enum AlertLog {
-    /// Newline-terminated lines in the file (0 when it does not exist yet).
+    /// Newline-terminated lines in the file (0 when it does not exist yet). Read with read(2) in 64 KiB pieces, not
+    /// Foundation: `FileManager.contents` leaks 4 KiB on an empty file (LeakSanitizer), and the log starts empty.
     static func lines(in path: String) -> Int {
-        guard let data = FileManager.default.contents(atPath: path) else { return 0 }
-        return data.reduce(0) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return 0 }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var count = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { break }
+            for index in 0..<n where buffer[index] == UInt8(ascii: "\n") { count += 1 }
+        }
+        return count
     }
 
     /// The count once the proxy's writer thread has caught up: it has not grown for 300 ms (5 s at most).
