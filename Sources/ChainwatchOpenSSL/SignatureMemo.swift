@@ -1,4 +1,5 @@
 internal import COpenSSL
+import ChainwatchCore
 import ChainwatchLock
 
 /// Signatures already verified: (the certificate's SHA-256, its issuer's SHA-256), for checks that succeeded.
@@ -10,40 +11,41 @@ import ChainwatchLock
 /// Sound because the key is both certificates' exact bytes: a signature's validity depends on the signed
 /// certificate's bytes and the issuer's key and nothing else, and SHA-256 (not SHA-1, whose chosen-prefix collisions
 /// are practical) makes a look-alike with the same key infeasible. Only successes are kept, so a failure is always
-/// checked again; validity dates, purposes and constraints are checked on every validation as before. Bounded: two
-/// generations of at most `capacity / 2` keys.
+/// checked again; validity dates, purposes and constraints are checked on every validation as before. Bounded: a
+/// `GenerationalCache` of `capacity` keys.
 public final class SignatureMemo: Sendable {
     public static let shared = SignatureMemo()
 
     public let capacity: Int
     private struct State {
-        var newer: Set<[UInt8]> = []
-        var older: Set<[UInt8]> = []
+        var verified: GenerationalCache<[UInt8], Void>
         var hits = 0
         var checks = 0
     }
-    private let state = Lock(State())
+    private let state: Lock<State>
 
-    public init(capacity: Int = 4096) { self.capacity = max(2, capacity) }
+    public init(capacity: Int = 4096) {
+        self.capacity = max(2, capacity)
+        state = Lock(State(verified: GenerationalCache(capacity: capacity)))
+    }
 
     /// Signatures found in the memo, and signatures checked with OpenSSL (successful or not).
     public var hitsAndChecks: (hits: Int, checks: Int) { state.withLock { ($0.hits, $0.checks) } }
     /// Verified signatures held.
-    public var count: Int { state.withLock { $0.newer.count + $0.older.count } }
+    public var count: Int { state.withLock { $0.verified.count } }
 
     /// Whether `subject`'s signature verifies with `issuer`'s public key: from the memo, else checked (`X509_verify`).
     /// Nil when the issuer's key does not decode.
     func verify(_ subject: OpaquePointer, issuer: OpaquePointer) -> Bool? {
         guard let key = Self.key(subject, issuer) else { return Self.check(subject, issuer) }
         let known = state.withLock { s in
-            if s.newer.contains(key) { s.hits += 1; return true }
-            if s.older.remove(key) != nil { s.hits += 1; s.newer.insert(key); rotateIfFull(&s); return true }
-            s.checks += 1
-            return false
+            let found = s.verified.value(for: key) != nil
+            if found { s.hits += 1 } else { s.checks += 1 }
+            return found
         }
         if known { return true }
         let verified = Self.check(subject, issuer)
-        if verified == true { state.withLock { s in s.newer.insert(key); rotateIfFull(&s) } }
+        if verified == true { state.withLock { $0.verified.insert((), for: key) } }
         return verified
     }
 
@@ -63,12 +65,6 @@ public final class SignatureMemo: Sendable {
             return true
         }
         return made ? key : nil
-    }
-
-    private func rotateIfFull(_ s: inout State) {
-        guard s.newer.count >= capacity / 2 else { return }
-        s.older = s.newer
-        s.newer = []
     }
 }
 

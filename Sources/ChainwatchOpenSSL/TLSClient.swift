@@ -124,8 +124,10 @@ public final class TLSClient {
                 let der = try Certificate.encode(x509)
                 chain.append(der)
                 // Only what the validator considers (a hostile server's 200 certificates would evict useful entries).
-                if index < PathValidator.maxConsideredCertificates, der.count <= DecodedCertificates.shared.maxBytes {
-                    DecodedCertificates.shared.keep(try Certificate(borrowing: x509, der: der))
+                // Handing it over is an optimisation: a certificate whose facts cannot be read here is decoded (and
+                // judged) by the validator as before, never a failed probe.
+                if index < PathValidator.maxConsideredCertificates {
+                    DecodedCertificates.shared.keep(der: der) { try? Certificate(borrowing: x509, der: der) }
                 }
             }
         }
