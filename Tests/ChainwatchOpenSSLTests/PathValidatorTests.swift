@@ -226,8 +226,10 @@ import Testing
             #expect(PathValidator.validate(chain: try PKI.certificates(name + ".fullchain.pem"), store: store, at: PKI.now,
                                            signatures: memo).error == nil)
         }
-        // Each validation needs two signatures and two keys fit: no validation found both, so none was all hits.
-        #expect(memo.hitsAndChecks.checks >= 6)
+        // Four validations need six distinct signatures; an unbounded memo checks each once and holds all six. Two
+        // keys fit here, so some were forgotten and checked again.
+        #expect(memo.count <= 2)
+        #expect(memo.hitsAndChecks.checks > 6)
     }
 }
 

@@ -134,8 +134,12 @@ def test_the_os_store_is_read_at_start_and_reload_not_at_every_validation(start_
     assert subprocess.run(ctl + ["clear-verdicts"], capture_output=True, timeout=10).returncode == 0
     assert subprocess.run(ctl + ["clear-probes"], capture_output=True, timeout=10).returncode == 0
     assert reason_of_next_connection(2) == "untrusted_chain"   # judged afresh: the directory was not read again
+    from admin_helpers import admin_get
     os.kill(proxy.proc.pid, signal.SIGHUP)
-    time.sleep(1.5)
+    deadline = time.monotonic() + 10   # the reload runs on the control thread: wait for it, not for a fixed time
+    while 'chainwatch_policy_reloads_total{result="loaded"} 1' not in admin_get(admin, "/metrics")[1]:
+        assert time.monotonic() < deadline, "the reload did not happen"
+        time.sleep(0.1)
     # The reload read the store again, and dropped the verdicts judged against the old one (no clear-verdicts here).
     assert reason_of_next_connection(3) == "local_root"
 
