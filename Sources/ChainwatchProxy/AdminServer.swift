@@ -196,6 +196,12 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         m.family("chainwatch_signature_checks_total", .counter, "Certificate signatures on validated paths, by whether a verification of the same certificate by the same issuer was remembered (reused) or OpenSSL checked it.")
         m.sample("chainwatch_signature_checks_total", ["result": "reused"], signatures.hits)
         m.sample("chainwatch_signature_checks_total", ["result": "checked"], signatures.checks)
+        let validations = inspector.validations.counts
+        m.family("chainwatch_chain_validations_total", .counter, "Chains validated (verdict cache misses), by thread: worker (a validation thread), loop (the event loop's own, when the queue was full).")
+        m.sample("chainwatch_chain_validations_total", ["thread": "worker"], validations.onWorker)
+        m.sample("chainwatch_chain_validations_total", ["thread": "loop"], validations.refused)
+        m.family("chainwatch_chain_validations_waiting", .gauge, "Chains waiting for a validation thread.")
+        m.sample("chainwatch_chain_validations_waiting", [:], validations.waiting)
         m.family("chainwatch_cache_lookups_total", .counter, "Verdict cache lookups, by result (hit, miss).")
         m.sample("chainwatch_cache_lookups_total", ["result": "hit"], inspector.cache.hits.load(ordering: .relaxed))
         m.sample("chainwatch_cache_lookups_total", ["result": "miss"], inspector.cache.misses.load(ordering: .relaxed))

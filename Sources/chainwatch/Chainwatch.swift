@@ -159,7 +159,7 @@ struct Run: ParsableCommand {
             let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: min(maxProbes, maxConnections))
             let known = try intermediates.map { try certificates(inPEMFile: $0, option: "--intermediates") } ?? []
             inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, accessLog: access, logger: logger,
-                                  intermediates: IntermediatePool(loaded: known))
+                                  intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: threads))
         } catch {
             FileHandle.standardError.write(Data("chainwatch: \(error)\n".utf8))
             throw ExitCode(1)

@@ -113,6 +113,17 @@ def test_a_probed_chain_is_decoded_once_and_a_shared_intermediate_verified_once(
         assert curl(p, "genuine.test", forged.port, "1.3").returncode != 0
         m3 = metrics(p.admin_port)
         assert value(m3, "chainwatch_verdicts_total", action="block", reason="intermediate_mismatch", evidence="probe") == 1
+        # Each of the three new chains was validated once, on a validation thread, never on a loop; a chain the
+        # verdict cache knows is answered on the loop without a validation.
+        validated = value(m3, "chainwatch_chain_validations_total", thread="worker") - \
+            value(before, "chainwatch_chain_validations_total", thread="worker")
+        assert validated == 3
+        assert value(m3, "chainwatch_chain_validations_total", thread="loop") == 0
+        assert value(m3, "chainwatch_chain_validations_waiting") == 0
+        assert curl(p, "genuine.test", first.port, "1.3").returncode == 0
+        m4 = metrics(p.admin_port)
+        assert value(m4, "chainwatch_chain_validations_total", thread="worker") == \
+            value(m3, "chainwatch_chain_validations_total", thread="worker")
     finally:
         for server in (first, second, forged):
             server.close()

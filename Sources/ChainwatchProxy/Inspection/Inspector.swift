@@ -29,6 +29,8 @@ public final class Inspector: Sendable {
 
     /// Intermediates seen in valid chains (and loaded at start), offered when a chain misses its own.
     public let intermediates: IntermediatePool
+    /// Where chains the verdict cache does not know are validated, off the event loops.
+    public let validations: ValidationQueue
     /// Verdicts reported, by action (`pass` without a finding), deciding reason (`none`) and evidence source (`none`
     /// when no chain was judged: a failed probe, a plain-HTTP request).
     private let verdictCounts = Lock<[VerdictKey: Int]>([:])
@@ -45,8 +47,10 @@ public final class Inspector: Sendable {
     public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter,
                 accessLog: AlertWriter? = nil, logger: Logger,
                 observer: Observer = Observer(hostname: ProcessInfo.processInfo.hostName),
-                intermediates: IntermediatePool = IntermediatePool()) {
+                intermediates: IntermediatePool = IntermediatePool(),
+                validations: ValidationQueue = ValidationQueue(threads: EventLoop.usableCPUCount)) {
         self.observer = observer
+        self.validations = validations
         self.intermediates = intermediates
         self.policies = policies
         self.cache = cache
@@ -57,28 +61,62 @@ public final class Inspector: Sendable {
     }
 
     /// Judges a chain (DER as presented) for a tunnel: from the cache when this rule already judged these exact
-    /// certificates for this name, else by building and validating the path and running the checks.
+    /// certificates for this name, at once on the calling loop; else by building and validating the path and running
+    /// the checks on a validation thread (`validations`), then `deliver` on `loop`. The caller holds what it holds
+    /// meanwhile (a `block` tunnel its server bytes); `deliver` is called exactly once, on `loop`'s thread.
     /// - Parameters:
     ///   - stapled: the OCSP response the server stapled with the chain, if any.
     ///   - digest: `Digest.sha256(chain:stapled:)` when the caller has it (a probe's result carries it).
     func judge(chain: [[UInt8]], stapled: [UInt8]?, digest: [UInt8]? = nil, rule: Rule, snapshot: PolicySnapshot,
-               tunnel: ConnectionFacts, source: EvidenceSource, nowMilliseconds: Int64) -> (Verdict, Evidence) {
+               tunnel: ConnectionFacts, source: EvidenceSource, nowMilliseconds: Int64, on loop: EventLoop,
+               deliver: @escaping (Verdict, Evidence) -> Void) {
         let host = tunnel.hostChecked
         // No digest (OpenSSL could not allocate): judge this chain afresh and cache nothing, so it shares no entry.
         let key = (digest ?? (try? Digest.sha256(chain: chain, stapled: stapled))).map {
             VerdictCache.Key(chainHash: $0, rule: rule.identity, host: host, connectHost: tunnel.connectHost,
                              anchors: snapshot.anchorsGeneration)
         }
-        if let key, let entry = cache.verdict(for: key, now: nowMilliseconds),
-           entry.poolGeneration.map({ $0 == intermediates.generation }) ?? true {
-            var evidence = entry.evidence
-            evidence.source = .cache
-            evidence.connection = tunnel   // this connection's facts, not those of the one first judged
-            // The protocol floor belongs to this connection, not the cached one: re-run the cheap checks.
-            let verdict = tunnel.protocolVersion == entry.evidence.protocolVersion && tunnel.cipher == entry.evidence.cipher
-                ? entry.verdict : evaluator.evaluate(evidence, rule: rule, at: UnixTime(seconds: nowMilliseconds / 1000))
-            return (verdict, evidence)
+        if let key, let cached = cachedJudgement(key, rule: rule, tunnel: tunnel, nowMilliseconds: nowMilliseconds) {
+            return deliver(cached.0, cached.1)
         }
+        let answer = LoopBound(loop: loop, deliver: deliver)
+        let queued = validations.submit { [self] in
+            let (verdict, evidence) = validate(chain: chain, stapled: stapled, key: key, rule: rule, snapshot: snapshot,
+                                               tunnel: tunnel, source: source, nowMilliseconds: nowMilliseconds)
+            answer.loop.execute { answer.deliver(verdict, evidence) }
+        }
+        if !queued {   // the queue is full: validate here, as before the queue (slower for this loop, never no verdict)
+            let (verdict, evidence) = validate(chain: chain, stapled: stapled, key: key, rule: rule, snapshot: snapshot,
+                                               tunnel: tunnel, source: source, nowMilliseconds: nowMilliseconds)
+            deliver(verdict, evidence)
+        }
+    }
+
+    /// A caller's completion and its loop. The completion is not Sendable: it is only ever called on `loop`'s thread
+    /// (through `loop.execute` from a validation thread), the thread that asked, hence the unchecked Sendable.
+    private struct LoopBound: @unchecked Sendable {
+        let loop: EventLoop
+        let deliver: (Verdict, Evidence) -> Void
+    }
+
+    /// The cached verdict for `key`, with this connection's facts: nil when there is none, or when it waits for an
+    /// intermediate the pool has since learned.
+    private func cachedJudgement(_ key: VerdictCache.Key, rule: Rule, tunnel: ConnectionFacts,
+                                 nowMilliseconds: Int64) -> (Verdict, Evidence)? {
+        guard let entry = cache.verdict(for: key, now: nowMilliseconds),
+              entry.poolGeneration.map({ $0 == intermediates.generation }) ?? true else { return nil }
+        var evidence = entry.evidence
+        evidence.source = .cache
+        evidence.connection = tunnel   // this connection's facts, not those of the one first judged
+        // The protocol floor belongs to this connection, not the cached one: re-run the cheap checks.
+        let verdict = tunnel.protocolVersion == entry.evidence.protocolVersion && tunnel.cipher == entry.evidence.cipher
+            ? entry.verdict : evaluator.evaluate(evidence, rule: rule, at: UnixTime(seconds: nowMilliseconds / 1000))
+        return (verdict, evidence)
+    }
+
+    /// Builds and validates the path, runs the checks and caches the verdict under `key`. Any thread.
+    func validate(chain: [[UInt8]], stapled: [UInt8]?, key: VerdictCache.Key?, rule: Rule, snapshot: PolicySnapshot,
+                  tunnel: ConnectionFacts, source: EvidenceSource, nowMilliseconds: Int64) -> (Verdict, Evidence) {
         let now = UnixTime(seconds: nowMilliseconds / 1000)
         let generation = intermediates.generation   // before: what is learned meanwhile makes the entry stale
         let store = snapshot.store(for: rule)

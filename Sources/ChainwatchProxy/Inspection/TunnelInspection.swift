@@ -89,7 +89,7 @@ final class TunnelInspection {
     }
 
     func clientBytes(_ chunk: UnsafeRawBufferPointer) {
-        guard !isFinished else { return }
+        guard !isFinished, !judging else { return }
         let hadHello = watch.sawClientHello
         let need = watch.client(chunk)
         if let hello = watch.clientHello, facts.serverName == nil, let sni = hello.serverName {
@@ -102,7 +102,7 @@ final class TunnelInspection {
     }
 
     func serverBytes(_ chunk: UnsafeRawBufferPointer) {
-        guard !isFinished else { return }
+        guard !isFinished, !judging else { return }   // a chain being judged: the rest of the flight adds nothing
         if !sawServerBytes, holds { startVerdictDeadline() }
         sawServerBytes = true
         let need = watch.server(chunk)
@@ -122,7 +122,7 @@ final class TunnelInspection {
         tunnelEnded = true   // no more of the flight will come, now or after a re-probe
         verdictDeadline?.cancel()
         if pendingEvidence != nil { weighEvidence(flightEnded: true) }
-        guard !isFinished, !probing else { return }
+        guard !isFinished, !probing, !judging else { return }
         isFinished = true
     }
 
@@ -133,7 +133,7 @@ final class TunnelInspection {
 
     private func startVerdictDeadline() {
         let timer = Timer(loop: loop) { [weak self] in
-            guard let self, !isFinished, !probing else { return }
+            guard let self, !isFinished, !probing, !judging else { return }   // the chain came; its judgement will
             let rule = self.rule
             let seconds = Double(inspector.prober.timeoutMilliseconds) / 1000
             finish(Evaluator.verdict(for: .noVerdict("the server's handshake did not show its chain within \(seconds) s"), rule: rule),
@@ -144,6 +144,9 @@ final class TunnelInspection {
     }
 
     private var probing = false
+    /// A chain is being validated off the loop (`Inspector.judge`); the inspection waits for its verdict, and lives
+    /// until it comes.
+    private var judging = false
     private var sawServerBytes = false
     private var tunnelEnded = false
 
@@ -164,8 +167,6 @@ final class TunnelInspection {
             probing = false
             guard !isFinished else { return }
             let rule = self.rule
-            let verdict: Verdict
-            var evidence: Evidence?
             switch result {
             case .success(let probe):
                 probeJA4 = probe.ja4
@@ -173,19 +174,34 @@ final class TunnelInspection {
                     facts.protocolVersion = probe.version
                     facts.cipher = NegotiatedCipher(probe.cipher)
                 }
-                (verdict, evidence) = inspector.judge(chain: probe.chainDER, stapled: probe.ocspResponse,
-                                                      digest: probe.chainDigest, rule: rule, snapshot: snapshot,
-                                                      tunnel: facts, source: .probe, nowMilliseconds: loop.cachedMilliseconds)
+                judge(probe.chainDER, stapled: probe.ocspResponse, digest: probe.chainDigest, source: .probe, rule: rule) {
+                    [self] verdict, evidence in
+                    if verdict.action == .block { return finish(verdict, evidence: evidence, rule: rule) }
+                    report(.reconnect)
+                    // A passing chain is judged again when the tunnel's ServerHello comes (from the cache, with the
+                    // hellos compared). Had the machine kept the connection (bytes had passed), the server may have
+                    // answered meanwhile.
+                    if let decided = watch.decided { handle(decided) }
+                }
             case .failure(let reason):
-                verdict = Evaluator.verdict(for: .probeFailed(reason), rule: rule)
+                let verdict = Evaluator.verdict(for: .probeFailed(reason), rule: rule)
+                if verdict.action == .block { return finish(verdict, evidence: nil, rule: rule) }
+                report(.reconnect)
+                finish(verdict, evidence: nil, rule: rule)   // a failed probe a rule lets through is reported now
             }
-            if verdict.action == .block { return finish(verdict, evidence: evidence, rule: rule) }
-            report(.reconnect)
-            // A passing chain is judged again when the tunnel's ServerHello comes (from the cache, with the hellos
-            // compared); a failed probe that a rule lets through (`on_probe_error: alert`) is reported now.
-            if case .failure = result { return finish(verdict, evidence: nil, rule: rule) }
-            // Had the machine kept the connection (bytes had passed), the server may have answered meanwhile.
-            if let decided = watch.decided { handle(decided) }
+        }
+    }
+
+    /// Judges a chain through `Inspector.judge` (off the loop unless its verdict is cached), then `then` on this loop,
+    /// unless the inspection finished meanwhile. No tunnel bytes are fed to the watch in between.
+    private func judge(_ chain: [[UInt8]], stapled: [UInt8]?, digest: [UInt8]?, source: EvidenceSource, rule: Rule,
+                       then: @escaping (Verdict, Evidence) -> Void) {
+        judging = true
+        inspector.judge(chain: chain, stapled: stapled, digest: digest, rule: rule, snapshot: snapshot, tunnel: facts,
+                        source: source, nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
+            judging = false
+            guard !isFinished else { return }
+            then(verdict, evidence)
         }
     }
 
@@ -204,9 +220,9 @@ final class TunnelInspection {
             finish(Evaluator.verdict(for: .oversizedHandshake(detail), rule: rule), evidence: nil, rule: rule)
         case .chain(let ders):
             let rule = self.rule
-            let (verdict, evidence) = inspector.judge(chain: ders, stapled: watch.stapledOCSP, rule: rule, snapshot: snapshot,
-                                                      tunnel: facts, source: .passive, nowMilliseconds: loop.cachedMilliseconds)
-            finish(verdict, evidence: evidence, rule: rule)
+            judge(ders, stapled: watch.stapledOCSP, digest: nil, source: .passive, rule: rule) { [self] verdict, evidence in
+                finish(verdict, evidence: evidence, rule: rule)
+            }
         case .probe(let offer):
             probing = true
             probe(ProbeKey(address: upstreamAddress, offer: offer), fresh: false)
@@ -274,10 +290,9 @@ final class TunnelInspection {
             return finish(Evaluator.verdict(for: .evidenceMismatch(detail), rule: rule), evidence: nil, rule: rule)
         }
         probing = false
-        let (verdict, evidence) = inspector.judge(chain: probe.chainDER, stapled: probe.ocspResponse,
-                                                  digest: probe.chainDigest, rule: rule, snapshot: snapshot,
-                                                  tunnel: facts, source: .probe, nowMilliseconds: loop.cachedMilliseconds)
-        finish(verdict, evidence: evidence, rule: rule)
+        judge(probe.chainDER, stapled: probe.ocspResponse, digest: probe.chainDigest, source: .probe, rule: rule) {
+            [self] verdict, evidence in finish(verdict, evidence: evidence, rule: rule)
+        }
     }
 
     /// What the tunnel's ServerHello shows that the probe's, made with the same offer, does not. The probe's own
