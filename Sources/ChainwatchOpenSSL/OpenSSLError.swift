@@ -23,6 +23,10 @@ public struct OpenSSLError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether a handshake failed on a message larger than its limit (`SSL_R_EXCESSIVE_MESSAGE_SIZE`: for a client,
+    /// the server's Certificate over `TLSClient`'s `maxCertificateList`).
+    public var isExcessiveMessageSize: Bool { reasons.contains("excessive message size") }
+
     /// Reads and clears this thread's OpenSSL error queue; call on the line after the failing call. The one place
     /// the queue is drained into text.
     public static func drainingQueue(call: String) -> OpenSSLError {

@@ -24,8 +24,14 @@ public final class TLSClient {
     private let capture = HandshakeCapture()
     private var result: TLSClientResult?
 
+    /// The largest Certificate message a client accepts unless told otherwise: 512 KiB (OpenSSL's own default,
+    /// 100 KiB, fails real chains: badssl's 10000-sans is 210 KB).
+    public static let defaultMaxCertificateList = TLSClientContext.maxCertificateListBytes
+
     /// A client ready to start; the first `advance()` writes the ClientHello.
-    public init(offer: ClientOffer) throws(OpenSSLError) {
+    /// - Parameter maxCertificateList: the largest Certificate message accepted (OpenSSL then fails the handshake
+    ///   with `excessive message size`, `isExcessiveMessageSize`); OpenSSL buffers that much as it arrives.
+    public init(offer: ClientOffer, maxCertificateList: Int = TLSClient.defaultMaxCertificateList) throws(OpenSSLError) {
         ERR_clear_error()
         context = try TLSClientContext.context(customExtensions: Self.customExtensions(for: offer))
         guard let ssl = SSL_new(context.raw) else { throw .drainingQueue(call: "SSL_new") }
@@ -41,6 +47,9 @@ public final class TLSClient {
         self.incoming = incoming
         self.outgoing = outgoing
         SSL_set_connect_state(ssl)
+        if maxCertificateList != Self.defaultMaxCertificateList {
+            _ = SSL_ctrl(ssl, SSL_CTRL_SET_MAX_CERT_LIST, maxCertificateList, nil)
+        }
         try Self.apply(offer, to: ssl, catalogue: TLSCatalogue.shared)   // on throw, deinit frees the SSL
         c_openssl_SSL_set_msg_callback_arg(ssl, Unmanaged.passUnretained(capture).toOpaque())
         SSL_set_msg_callback(ssl) { sent, _, contentType, bytes, count, _, argument in

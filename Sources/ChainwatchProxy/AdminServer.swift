@@ -196,6 +196,12 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         m.family("chainwatch_signature_checks_total", .counter, "Certificate signatures on validated paths, by whether a verification of the same certificate by the same issuer was remembered (reused) or OpenSSL checked it.")
         m.sample("chainwatch_signature_checks_total", ["result": "reused"], signatures.hits)
         m.sample("chainwatch_signature_checks_total", ["result": "checked"], signatures.checks)
+        let room = inspector.largeHandshakes.usage
+        m.family("chainwatch_large_handshake_bytes", .gauge, "Bytes held now for server handshake messages over 224 KiB (of --large-handshake-memory).")
+        m.sample("chainwatch_large_handshake_bytes", [:], room.used)
+        m.family("chainwatch_large_handshakes_total", .counter, "Server handshake messages over 224 KiB, by whether they got room (granted) or were oversized_handshake (refused).")
+        m.sample("chainwatch_large_handshakes_total", ["result": "granted"], room.granted)
+        m.sample("chainwatch_large_handshakes_total", ["result": "refused"], room.refused)
         let validations = inspector.validations.counts
         m.family("chainwatch_chain_validations_total", .counter, "Chains validated (verdict cache misses), by thread: worker (a validation thread), loop (the event loop's own, when the queue was full).")
         m.sample("chainwatch_chain_validations_total", ["thread": "worker"], validations.onWorker)

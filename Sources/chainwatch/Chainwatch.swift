@@ -68,6 +68,10 @@ struct Run: ParsableCommand {
             help: "Probe handshakes in flight at once, process-wide; more wait in line, and one that has waited longer than --probe-timeout when a slot frees fails (probe_failed).")
     var maxProbes = 256
 
+    @Option(name: .customLong("large-handshake-memory"),
+            help: "MiB all tunnels and probes may hold at once for server handshake messages over 224 KiB (Certificate messages up to the protocol's 16 MiB; real chains stop near 210 KB). One that finds no room is oversized_handshake (under block: the client gets nothing). 0 reads none.")
+    var largeHandshakeMemory = Inspector.defaultLargeHandshakeMemory >> 20
+
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
     var allowClient: [String] = []
 
@@ -119,6 +123,7 @@ struct Run: ParsableCommand {
         for c in denyDestination where CIDR(c) == nil { throw ValidationError("--deny-destination: \(c) is not a CIDR network") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard maxProbes >= 1 else { throw ValidationError("--max-probes must be at least 1") }
+        guard (0...65_536).contains(largeHandshakeMemory) else { throw ValidationError("--large-handshake-memory must be 0 to 65536 (MiB)") }
         guard admin == "off" || SocketAddress(numeric: admin) != nil else { throw ValidationError("--admin: \(admin) is not ADDR:PORT, [V6]:PORT or off") }
     }
 
@@ -156,10 +161,13 @@ struct Run: ParsableCommand {
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
             let access = try accessLog.map { try AlertWriter(path: $0, logger: logger, name: "access log") }
-            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: min(maxProbes, maxConnections))
+            let largeHandshakes = LargeHandshakeRoom(capacity: largeHandshakeMemory << 20)
+            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: min(maxProbes, maxConnections),
+                                largeHandshakes: largeHandshakes)
             let known = try intermediates.map { try certificates(inPEMFile: $0, option: "--intermediates") } ?? []
             inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, accessLog: access, logger: logger,
-                                  intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: threads))
+                                  intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: threads),
+                                  largeHandshakes: largeHandshakes)
         } catch {
             FileHandle.standardError.write(Data("chainwatch: \(error)\n".utf8))
             throw ExitCode(1)

@@ -23,6 +23,13 @@ import Testing
         #expect(!Self.finding(.hostnameMismatch).marksUpstreamBad(serverName: "other.test", connectHost: "a.test"))
         #expect(!Self.finding(.untrustedChain).marksUpstreamBad(serverName: "a.test", connectHost: "192.0.2.7"))
     }
+
+    /// An oversized handshake is refused for want of room other tunnels hold: the proxy's state, not the server's
+    /// chain (one client holding the room would otherwise deny the host to everyone for the mark's 5 minutes).
+    @Test func whatTheProxysOwnStateDecidedMarksNothing() {
+        #expect(!Self.finding(.oversizedHandshake).marksUpstreamBad(serverName: "a.test", connectHost: "a.test"))
+        #expect(!Self.finding(.handshakeTimeout).marksUpstreamBad(serverName: nil, connectHost: "a.test"))
+    }
 }
 
 /// A held tunnel whose chain did not come in time is closed whatever `on_probe_error` says: a forger who knows the

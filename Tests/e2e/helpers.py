@@ -426,12 +426,12 @@ def assert_no_alert_lines(proxy, port, settle=0.5):
     assert lines == [], lines
 
 
-def start_own_anchor_proxy(start_proxy, tmp_path, pki, action, probe_timeout=3):
+def start_own_anchor_proxy(start_proxy, tmp_path, pki, action, probe_timeout=3, extra=()):
     """A proxy whose every host gets `action` and trusts only the test PKI's genuine root (an anchor the operator
-    names: quiet), genuine.test resolving to 127.0.0.1."""
+    names: quiet), genuine.test resolving to 127.0.0.1; `extra`: more `chainwatch run` arguments."""
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 genuine.test\n")
     policy = tmp_path / f"policy-{action}.yaml"
     policy.write_text(f"version: 1\ndefaults:\n  action: {action}\n  anchors: [{pki}/genuine-root.pem]\nrules: []\n")
     return start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", str(probe_timeout),
-                       "--grace", "1")
+                       "--grace", "1", *extra)

@@ -1,7 +1,9 @@
 """Chains real servers send that are large: a 75 KB leaf (badssl's 1000-sans kind, which curl accepts) and a 210 KB
 one (10000-sans). Both are genuine (genuine.test under the test PKI's intermediate) and must raise nothing, over TLS 1.2
-(read in the tunnel, up to 224 KiB) and TLS 1.3 (read by the probe, up to 512 KiB), under block and alert. A
-Certificate message over the passive limit is its own reason, oversized_handshake, never untrusted_chain."""
+(read in the tunnel) and TLS 1.3 (read by the probe), under block and alert. Past what a tunnel (224 KiB) or a probe
+(512 KiB) reads by default, Certificate messages up to the protocol's 16 MiB are read with room from
+--large-handshake-memory (64 MiB for all tunnels): a 1 MB chain passes too. A message that finds no room is its own
+reason, oversized_handshake, never untrusted_chain; under block the client gets none of it."""
 import socket
 import ssl
 import subprocess
@@ -9,7 +11,10 @@ import time
 
 import pytest
 
-from helpers import HTTPServer, assert_no_alert_lines, curl_genuine, read_alert_lines, start_own_anchor_proxy
+from helpers import (HTTPServer, TCPServer, assert_no_alert_lines, curl_genuine, free_port, read_alert_lines,
+                     start_own_anchor_proxy, wait_alert_lines)
+from test_admin import metrics, value
+from test_hostile_servers import handshake, record
 from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
 
 
@@ -35,14 +40,16 @@ def big_leaf(pki, directory, names):
 @pytest.fixture(scope="module")
 def leaves(pki, tmp_path_factory):
     d = tmp_path_factory.mktemp("big")
-    made = {"75k": big_leaf(pki, d, 3100), "210k": big_leaf(pki, d, 8700), "240k": big_leaf(pki, d, 10000)}
+    made = {"75k": big_leaf(pki, d, 3100), "210k": big_leaf(pki, d, 8700), "240k": big_leaf(pki, d, 10000),
+            "1m": big_leaf(pki, d, 43000)}
     sizes = {k: v[2] for k, v in made.items()}
     assert 70_000 < sizes["75k"] < 80_000 and 200_000 < sizes["210k"] < 220_000 and 235_000 < sizes["240k"], sizes
+    assert 1_000_000 < sizes["1m"] < 1_100_000, sizes
     return made
 
 
-def start(start_proxy, tmp_path, pki, action):
-    return start_own_anchor_proxy(start_proxy, tmp_path, pki, action, probe_timeout=5)
+def start(start_proxy, tmp_path, pki, action, *extra):
+    return start_own_anchor_proxy(start_proxy, tmp_path, pki, action, probe_timeout=5, extra=extra)
 
 
 def server_bytes_through(proxy, port, tls, want, timeout=10):
@@ -99,19 +106,89 @@ def test_a_large_genuine_chain_reaches_the_client_and_raises_nothing(start_proxy
     assert_no_alert_lines(proxy, server.port)
 
 
+@pytest.mark.parametrize("tls", ["1.2", "1.3"])
 @pytest.mark.parametrize("action", ["block", "alert"])
-def test_a_certificate_over_the_passive_limit_is_oversized_handshake(start_proxy, tmp_path, pki, leaves, closing, action):
-    full, key, size = leaves["240k"]
-    server = closing(HTTPServer(certfile=str(full), keyfile=str(key), tls="1.2"))
+def test_a_megabyte_chain_is_read_with_room_and_raises_nothing(start_proxy, tmp_path, pki, leaves, closing, tls, action):
+    """Past the default limits (224 KiB in the tunnel, 512 KiB for the probe, which then handshakes again with room
+    for 16 MiB): read, judged genuine, passed whole."""
+    full, key, length = leaves["1m"]
+    server = closing(HTTPServer(certfile=str(full), keyfile=str(key), tls=tls))
     proxy = start(start_proxy, tmp_path, pki, action)
-    received = server_bytes_through(proxy, server.port, "1.2", want=size)
+    assert server_bytes_through(proxy, server.port, tls, want=length, timeout=20) >= length
+    assert_no_alert_lines(proxy, server.port)
+
+
+@pytest.mark.parametrize("tls,size", [("1.2", "240k"), ("1.3", "1m")])
+@pytest.mark.parametrize("action", ["block", "alert"])
+def test_a_certificate_without_room_is_oversized_handshake(start_proxy, tmp_path, pki, leaves, closing, tls, size, action):
+    """--large-handshake-memory 0: nothing past the default limits is read (the tunnel's 224 KiB, the probe's 512 KiB)."""
+    full, key, length = leaves[size]
+    server = closing(HTTPServer(certfile=str(full), keyfile=str(key), tls=tls))
+    proxy = start(start_proxy, tmp_path, pki, action, "--large-handshake-memory", "0")
+    received = server_bytes_through(proxy, server.port, tls, want=length)
     lines = []
     deadline = time.monotonic() + 3
     while not lines and time.monotonic() < deadline:
         lines = read_alert_lines(proxy.alert_log, server.port)
         time.sleep(0.05)
     assert [(l["event"]["reason"], l["event"]["action"]) for l in lines] == [("oversized_handshake", action)]
+    assert "--large-handshake-memory" in lines[0]["message"], lines[0]["message"]
     if action == "block":
-        assert received < size   # fails closed: the chain could not be judged
+        assert received < length   # fails closed: the chain could not be judged
     else:
-        assert received >= size
+        assert received >= length
+
+
+def metric(admin, name, **labels):
+    return value(metrics(admin), name, **labels)
+
+
+def announcing_sixteen_mebibytes(conn):
+    """A TLS 1.2 ServerHello, then a Certificate announcing the protocol's largest body (16 MiB - 1), of which it
+    sends one record and then nothing: what a hostile server does to make a proxy reserve memory."""
+    conn.recv(65536)   # the ClientHello
+    hello = handshake(2, b"\x03\x03" + b"\x42" * 32 + b"\x00" + b"\xc0\x2b\x00" + b"\x00\x00")
+    first = b"\x0b" + (0xFFFFFF).to_bytes(3, "big") + (0xFFFFFC).to_bytes(3, "big") + b"\x30" * 16000
+    conn.sendall(record(22, hello) + record(22, first))
+    time.sleep(8)
+
+
+def test_room_is_shared_by_all_tunnels_and_given_back_at_the_verdict(start_proxy, tmp_path, closing):
+    """Under block a 16 MiB message needs three copies' room (read, validated, held: 48 MiB of the default 64): the
+    first tunnel gets it, a second at the same time does not (oversized_handshake at once, no server byte), and once
+    the first ends at its verdict deadline (handshake_timeout) the room is free again for a third."""
+    server = closing(TCPServer(announcing_sixteen_mebibytes))
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 huge.test\n")
+    policy = tmp_path / "block.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\nrules: []\n")
+    admin = free_port()
+    proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "2", "--admin", f"127.0.0.1:{admin}")
+
+    def curl():
+        return subprocess.Popen(["curl", "-sk", "--tls-max", "1.2", "--max-time", "10", "-x", proxy.url,
+                                 f"https://huge.test:{server.port}/"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    first = curl()
+    deadline = time.monotonic() + 5
+    while metric(admin, "chainwatch_large_handshake_bytes") == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held = metric(admin, "chainwatch_large_handshake_bytes")
+    assert held == 3 * (0xFFFFFF + 65536), held
+    second = curl()
+    out, _ = second.communicate(timeout=15)
+    assert second.returncode != 0 and out == b""
+    lines = wait_alert_lines(proxy.alert_log, server.port, 1, timeout=3)
+    assert [(l["event"]["reason"], l["event"]["action"]) for l in lines] == [("oversized_handshake", "block")]
+    out, _ = first.communicate(timeout=15)
+    assert first.returncode != 0 and out == b""
+    lines = wait_alert_lines(proxy.alert_log, server.port, 2, timeout=3)
+    assert sorted(l["event"]["reason"] for l in lines) == ["handshake_timeout", "oversized_handshake"]
+    assert metric(admin, "chainwatch_large_handshake_bytes") == 0
+    third = curl()
+    third.communicate(timeout=15)
+    lines = wait_alert_lines(proxy.alert_log, server.port, 3, timeout=3)
+    assert sorted(l["event"]["reason"] for l in lines) == ["handshake_timeout", "handshake_timeout", "oversized_handshake"]
+    assert metric(admin, "chainwatch_large_handshakes_total", result="granted") == 2
+    assert metric(admin, "chainwatch_large_handshakes_total", result="refused") == 1
+    assert metric(admin, "chainwatch_large_handshake_bytes") == 0

@@ -97,11 +97,12 @@ extension Finding {
     /// does. Findings a client can steer block its own tunnel alone: its own non-TLS bytes, an SNI that disagrees
     /// with its CONNECT, an offer whose handshake the probe's cannot match, an offer the server refuses (which fails
     /// the probe made with it), and any finding on a chain judged for a name the client chose instead of its
-    /// CONNECT host.
+    /// CONNECT host. Nor does what the proxy's own state decided: an oversized handshake found no room because other
+    /// tunnels held it (one client opening many would deny the host to all).
     public func marksUpstreamBad(serverName: String?, connectHost: String) -> Bool {
         if let serverName, HostName.normalize(serverName) != HostName.normalize(connectHost) { return false }
         switch reason {
-        case .notTLS, .sniMismatch, .evidenceMismatch, .probeFailed, .handshakeTimeout: return false
+        case .notTLS, .sniMismatch, .evidenceMismatch, .probeFailed, .handshakeTimeout, .oversizedHandshake: return false
         default: return true
         }
     }

@@ -25,6 +25,9 @@ extension ConnectionMachine {
         /// Inspection: `side`'s bytes stay in the proxy except those before stream offset `passingUpTo` (counted from
         /// the side's first byte): a HelloRetryRequest carries no certificate and its client needs it to go on.
         case hold(Side, passingUpTo: Int)
+        /// Inspection: up to `bytes` of `side` may be held while the verdict is pending, instead of
+        /// `ConnectionLimits.holdLimit` (a Certificate message larger than that, which the inspection has room for).
+        case holdUpTo(Side, bytes: Int)
         /// Inspection: `side`'s bytes need not be held any longer (an alert rule, once the ClientHello picked it).
         case flowing(Side)
         /// Inspection: the verdict.

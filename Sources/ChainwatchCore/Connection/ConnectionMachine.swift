@@ -59,6 +59,8 @@ public struct ConnectionMachine: Sendable {
     private var fed = PerSide(client: 0, upstream: 0)
     private var allowance = PerSide<Int?>(client: nil, upstream: nil)
     private var feeding = PerSide(client: false, upstream: false)
+    /// Most bytes of each side held while a verdict is pending (`limits.holdLimit`, or more by `.holdUpTo`).
+    private var holdLimit: PerSide<Int>
     /// Where a `.redial` stands: the upstream connection was dropped for a probe and is not open again yet.
     public enum Redial: Sendable, Hashable {
         /// Waiting for `.reconnect` (the probe runs).
@@ -72,6 +74,7 @@ public struct ConnectionMachine: Sendable {
 
     public init(limits: ConnectionLimits) {
         self.limits = limits
+        holdLimit = PerSide(client: limits.holdLimit, upstream: limits.holdLimit)
     }
 
     /// Whether `side` is paused for `reason` (for tests and logs).
@@ -147,6 +150,13 @@ public struct ConnectionMachine: Sendable {
         case .hold(let side, let offset):
             allowance[side] = max(0, offset - streamRelayed[side])
             if phase == .relaying, !feeding[side], buffered[side] > 0 { relay(from: side, &out) }
+        case .holdUpTo(let side, let bytes):
+            guard bytes > holdLimit[side] else { break }
+            holdLimit[side] = bytes
+            if pauses[side].contains(.heldForVerdict), buffered[side] - (allowance[side] ?? 0) < bytes {
+                resume(side, .heldForVerdict)
+                setReading(&out)
+            }
         case .flowing(let side):
             allowance[side] = nil
             resume(side, .heldForVerdict)
@@ -298,14 +308,14 @@ public struct ConnectionMachine: Sendable {
         let available = buffered[side]
         guard available > 0 else { return }
         if pauses[side.other].contains(.notConnected) {   // redialing: nothing moves until the upstream is back
-            if available >= limits.holdLimit, !pauses[side].contains(.heldForVerdict) { pause(side, .heldForVerdict); setReading(&out) }
+            if available >= holdLimit[side], !pauses[side].contains(.heldForVerdict) { pause(side, .heldForVerdict); setReading(&out) }
             return
         }
         var count = available
         if inspecting, let passing = allowance[side] {
             count = min(passing, available)
             allowance[side] = passing - count
-            if available - count >= limits.holdLimit { pause(side, .heldForVerdict); setReading(&out) }
+            if available - count >= holdLimit[side] { pause(side, .heldForVerdict); setReading(&out) }
         }
         guard count > 0 else { return }
         buffered[side] = available - count

@@ -29,11 +29,14 @@ public struct TLSObserver: Sendable {
     /// The largest handshake message body accepted by default (a client's direction): a ClientHello is a few hundred
     /// bytes to a few KiB; 64 KiB bounds what a hostile client can make a tunnel buffer.
     public static let maxHandshakeMessageLength = 65_536
-    /// The largest server handshake message body (`HandshakeWatch`'s server direction): the Certificate message.
+    /// The largest server handshake message body a `HandshakeWatch` reads by default: the Certificate message.
     /// Chains are usually 3-20 KiB, but real servers send 75 KB and 210 KB (badssl's 1000-sans and 10000-sans). 224 KiB
     /// covers those and, with the ServerHello and record headers, fits under the 256 KiB a `block` tunnel holds
-    /// while it waits for the verdict (a larger message could never be read whole there).
+    /// while it waits for the verdict. The proxy reads larger ones, up to `maxProtocolMessageLength`, when it has the
+    /// memory for them (`TunnelInspection`).
     public static let maxServerHandshakeMessageLength = 229_376
+    /// The largest handshake message body the protocol can express (a 24-bit length): 16 MiB - 1.
+    public static let maxProtocolMessageLength = 0xFF_FFFF
     /// The most the reassembly buffer ever holds with the default limit: a record is added only while no complete
     /// message is waiting, and a message header announcing more than the limit fails at once, so the buffer holds at
     /// most an incomplete message (header included) plus one record. `maxReassemblyByteCount` is this observer's.
@@ -42,9 +45,10 @@ public struct TLSObserver: Sendable {
     public let messageLimit: Int
     /// The most this observer's reassembly buffer ever holds.
     public var maxReassemblyByteCount: Int { 4 + messageLimit + Self.maxPlaintextRecordLength }
-    /// The most records `encryptedRecords` lists. A TLS 1.3 server's first encrypted flight is 1-8 records (one per
-    /// message, or a few messages per record); 32 also covers tickets and the first response records.
-    public static let maxTrackedEncryptedRecords = 32
+    /// The most records `encryptedRecords` lists (9 bytes each). A TLS 1.3 server's first encrypted flight is 1-8
+    /// records (one per message, or a few messages per record), but one with a Certificate of the protocol's largest
+    /// size (16 MiB) is 1 024 records of 16 KiB: 1 056 covers that flight, tickets and the first response records.
+    public static let maxTrackedEncryptedRecords = 1_056
 
     private enum Phase: Sendable {
         /// No record header seen yet: bytes that cannot start TLS are `.notTLS`.
@@ -74,6 +78,12 @@ public struct TLSObserver: Sendable {
     /// Whether handshake bytes are waiting after the last message returned (the rest of its record, or a message
     /// still incomplete).
     public var hasPendingHandshakeBytes: Bool { handshakeStart < handshake.count }
+    /// The body length announced by the handshake message being reassembled, once its 4-byte header is in; nil when
+    /// no message is pending. What its reassembly will hold, before the bytes arrive (`HandshakeWatch` asks for room).
+    public var announcedMessageLength: Int? {
+        guard handshake.count - handshakeStart >= Self.messageHeaderLength else { return nil }
+        return Int(handshake[handshakeStart + 1]) << 16 | Int(handshake[handshakeStart + 2]) << 8 | Int(handshake[handshakeStart + 3])
+    }
     /// Handshake record payloads being reassembled into messages; those before `handshakeStart` are consumed.
     private var handshake: [UInt8] = []
     private var handshakeStart = 0

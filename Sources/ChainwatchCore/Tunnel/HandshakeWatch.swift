@@ -19,14 +19,13 @@ public struct HandshakeWatch: Sendable {
         /// The server's stream began as TLS but its handshake cannot be parsed (lying lengths, records out of
         /// place): the chain cannot be judged, which must count as a chain failure, not as "not TLS".
         case malformedHandshake(String)
-        /// A server handshake message (the Certificate, in practice) announces more than chainwatch reads
-        /// (`TLSObserver.maxServerHandshakeMessageLength`): its own reason, `oversized_handshake`.
+        /// A server handshake message (the Certificate, in practice) announces more than this watch reads
+        /// (`serverMessageLimit`): its own reason, `oversized_handshake`.
         case oversizedHandshake(String)
     }
 
     private var clientObserver = TLSObserver()
-    @usableFromInline private(set) var serverObserver = TLSObserver(tracksEncryptedRecords: true,
-                                                                    messageLimit: TLSObserver.maxServerHandshakeMessageLength)
+    @usableFromInline private(set) var serverObserver: TLSObserver
     /// After a TLS 1.3 ServerHello the server's record headers are still walked (constant memory): the size of its
     /// encrypted flight, for `FlightAgreement`.
     @usableFromInline private(set) var watchesServerFlight = false
@@ -47,7 +46,24 @@ public struct HandshakeWatch: Sendable {
     /// Set once a need other than `.moreBytes` was returned; later bytes are ignored.
     public private(set) var decided: Need?
 
-    public init() {}
+    /// - Parameter serverMessageLimit: the largest server handshake message body read (`oversizedHandshake` past
+    ///   it). Up to `TLSObserver.maxProtocolMessageLength`; a caller that reads past the default bounds the memory
+    ///   itself, from `announcedServerMessageLength`, before the message's bytes arrive.
+    public init(serverMessageLimit: Int = TLSObserver.maxServerHandshakeMessageLength) {
+        serverObserver = TLSObserver(tracksEncryptedRecords: true, messageLimit: min(serverMessageLimit, TLSObserver.maxProtocolMessageLength))
+    }
+
+    /// The body length the server's handshake message being read announces (nil when none is pending, or once
+    /// decided): what the watch will hold when it is whole.
+    public var announcedServerMessageLength: Int? { decided == nil ? serverObserver.announcedMessageLength : nil }
+
+    /// Lets go of the bytes both directions buffered (a Certificate message can be megabytes), for a caller done
+    /// with the watch: feed it nothing more. What it has read (hellos, staple, decision) stays.
+    public mutating func release() {
+        clientObserver = TLSObserver()
+        serverObserver = TLSObserver()
+        chainAwaitingStatus = nil
+    }
 
     /// Whether the client's hello has been seen (the rule by SNI can be picked). Stored, not computed: the executor
     /// asks on every read, and a computed property of a struct held in a class is called on a copy of the whole watch.

@@ -24,6 +24,9 @@ public final class Inspector: Sendable {
     /// line would otherwise hash its hello twice. Cleared when full.
     private let fingerprints = Lock<[JA4Input: String]>([:])
     private static let maxFingerprints = 4_096
+    /// `--large-handshake-memory`'s default, 64 MiB: one 16 MiB Certificate message under `block` (three copies: read,
+    /// validated, held), or twenty of 1 MiB.
+    public static let defaultLargeHandshakeMemory = 64 << 20
     /// The most rendered alert-line bytes a cached verdict keeps (`Evidence.rendered`).
     static let maxRenderedBytes = 4_096
 
@@ -31,6 +34,8 @@ public final class Inspector: Sendable {
     public let intermediates: IntermediatePool
     /// Where chains the verdict cache does not know are validated, off the event loops.
     public let validations: ValidationQueue
+    /// The memory for server handshake messages over 224 KiB (Certificate messages up to the protocol's 16 MiB).
+    public let largeHandshakes: LargeHandshakeRoom
     /// Verdicts reported, by action (`pass` without a finding), deciding reason (`none`) and evidence source (`none`
     /// when no chain was judged: a failed probe, a plain-HTTP request).
     private let verdictCounts = Lock<[VerdictKey: Int]>([:])
@@ -48,8 +53,10 @@ public final class Inspector: Sendable {
                 accessLog: AlertWriter? = nil, logger: Logger,
                 observer: Observer = Observer(hostname: ProcessInfo.processInfo.hostName),
                 intermediates: IntermediatePool = IntermediatePool(),
-                validations: ValidationQueue = ValidationQueue(threads: EventLoop.usableCPUCount)) {
+                validations: ValidationQueue = ValidationQueue(threads: EventLoop.usableCPUCount),
+                largeHandshakes: LargeHandshakeRoom = LargeHandshakeRoom(capacity: Inspector.defaultLargeHandshakeMemory)) {
         self.observer = observer
+        self.largeHandshakes = largeHandshakes
         self.validations = validations
         self.intermediates = intermediates
         self.policies = policies
@@ -134,7 +141,9 @@ public final class Inspector: Sendable {
         // A chain missing an issuer may validate once the pool learns it from another server: its entry holds
         // until then.
         let missingIssuer = validation.error.map { IntermediatePool.missingIssuerCodes.contains($0.opensslCode) } ?? false
-        if let key {
+        // A chain over what a tunnel reads by default (read with room from `largeHandshakes`, up to 16 MiB) is not
+        // kept: its facts (tens of thousands of names) would stay for minutes beside thousands of other entries.
+        if let key, chain.reduce(0, { $0 + $1.count }) <= TLSObserver.maxServerHandshakeMessageLength {
             cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds, poolGeneration: missingIssuer ? generation : nil)
         }
         return (verdict, evidence)

@@ -11,7 +11,13 @@ final class TunnelInspection {
     private let loop: EventLoop
     private var facts: ConnectionFacts
     private let upstreamAddress: SocketAddress
-    private var watch = HandshakeWatch()
+    /// Reads server messages up to the protocol's 16 MiB; one over 224 KiB first takes room (`makeRoom`).
+    private var watch = HandshakeWatch(serverMessageLimit: TLSObserver.maxProtocolMessageLength)
+    /// The memory taken for a large server handshake message, given back at the verdict.
+    private var room: LargeHandshakeRoom.Reservation?
+    /// Held and buffered beyond a large message's own bytes: the ServerHello, record headers (5 bytes per 16 KiB),
+    /// the messages after it in the same flight.
+    static let roomSlack = 64 * 1024
     /// Hears the verdict once, and the redial requests of a probe made first (it holds its connection weakly: a
     /// probe may answer after the connection closed).
     private let report: (ConnectionMachine.Event) -> Void
@@ -110,6 +116,8 @@ final class TunnelInspection {
             facts.protocolVersion = hello.version
             facts.cipher = NegotiatedCipher(hello.cipherSuite)
         }
+        if need == .moreBytes, let length = watch.announcedServerMessageLength,
+           length > TLSObserver.maxServerHandshakeMessageLength, !makeRoom(for: length) { return }
         if probing {   // the evidence is on its way or being weighed: more of the flight is all these bytes add
             if pendingEvidence != nil { weighEvidence(flightEnded: false) }
             return
@@ -124,6 +132,40 @@ final class TunnelInspection {
         if pendingEvidence != nil { weighEvidence(flightEnded: true) }
         guard !isFinished, !probing, !judging else { return }
         isFinished = true
+        letGoOfBuffers()
+    }
+
+    /// A server handshake message longer than a tunnel reads by default (224 KiB; real chains stop near 210 KB)
+    /// is read only with room from `Inspector.largeHandshakes`, taken as soon as its header announces its length and
+    /// before its bytes come: its reassembly, the chain's copy for the validator and, when the server's bytes are
+    /// held, the held bytes. Without room it is `oversized_handshake`: under a hold the client gets none of it.
+    /// Returns whether the inspection goes on.
+    private func makeRoom(for length: Int) -> Bool {
+        makeRoom((length + Self.roomSlack) * (holds ? 3 : 2), holding: holds ? length + Self.roomSlack : nil,
+                 for: "the server's handshake message announces \(length) bytes")
+    }
+
+    /// Takes `bytes` of room (unless as much is held already) and, with `holding`, lets the tunnel hold that many
+    /// server bytes; without room, `oversized_handshake` (what: what needed it). Returns whether the inspection goes on.
+    private func makeRoom(_ bytes: Int, holding: Int?, for what: String) -> Bool {
+        if let room, room.bytes >= bytes { return true }
+        guard let granted = inspector.largeHandshakes.reserve(bytes) else {
+            let rule = self.rule
+            let detail = "\(what), and the room for handshakes over \(TLSObserver.maxServerHandshakeMessageLength) bytes "
+                + "(--large-handshake-memory, \(inspector.largeHandshakes.capacity >> 20) MiB for all tunnels) has no \(bytes) bytes free"
+            finish(Evaluator.verdict(for: .oversizedHandshake(detail), rule: rule), evidence: nil, rule: rule)
+            return false
+        }
+        room = granted   // a smaller one taken earlier goes back
+        if let holding { report(.holdUpTo(.upstream, bytes: holding)) }
+        return true
+    }
+
+    /// After the verdict: the watch's buffers (a large Certificate message can be megabytes) and their room go.
+    private func letGoOfBuffers() {
+        watch.release()
+        room?.release()
+        room = nil
     }
 
     /// Under a hold, from the server's first byte: how long its handshake may take to show the evidence. Each byte
@@ -147,6 +189,9 @@ final class TunnelInspection {
     /// A chain is being validated off the loop (`Inspector.judge`); the inspection waits for its verdict, and lives
     /// until it comes.
     private var judging = false
+    /// The chain judged was over 224 KiB (read with room): its verdict is not cached, nor its upstream marked
+    /// known-bad (the mark keeps the evidence, tens of thousands of names, for minutes); each tunnel is judged anew.
+    private var largeChain = false
     private var sawServerBytes = false
     private var tunnelEnded = false
 
@@ -183,12 +228,21 @@ final class TunnelInspection {
                     // answered meanwhile.
                     if let decided = watch.decided { handle(decided) }
                 }
-            case .failure(let reason):
-                let verdict = Evaluator.verdict(for: .probeFailed(reason), rule: rule)
+            case .failure, .oversized:
+                let verdict = Evaluator.verdict(for: Self.noChain(result), rule: rule)
                 if verdict.action == .block { return finish(verdict, evidence: nil, rule: rule) }
                 report(.reconnect)
                 finish(verdict, evidence: nil, rule: rule)   // a failed probe a rule lets through is reported now
             }
+        }
+    }
+
+    /// Why a probe brought no chain, as the evaluator's input.
+    private static func noChain(_ result: ProbeResult) -> TunnelEvent {
+        switch result {
+        case .oversized(let detail): .oversizedHandshake(detail)
+        case .failure(let reason): .probeFailed(reason)
+        case .success: .probeFailed("no chain")
         }
     }
 
@@ -197,6 +251,7 @@ final class TunnelInspection {
     private func judge(_ chain: [[UInt8]], stapled: [UInt8]?, digest: [UInt8]?, source: EvidenceSource, rule: Rule,
                        then: @escaping (Verdict, Evidence) -> Void) {
         judging = true
+        largeChain = chain.reduce(0) { $0 + $1.count } > TLSObserver.maxServerHandshakeMessageLength
         inspector.judge(chain: chain, stapled: stapled, digest: digest, rule: rule, snapshot: snapshot, tunnel: facts,
                         source: source, nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
             judging = false
@@ -240,10 +295,10 @@ final class TunnelInspection {
                 probeJA4 = probe.ja4
                 pendingEvidence = (key, probe, fresh)
                 weighEvidence(flightEnded: false)
-            case .failure(let reason):
+            case .failure, .oversized:
                 probing = false
                 let rule = self.rule
-                finish(Evaluator.verdict(for: .probeFailed(reason), rule: rule), evidence: nil, rule: rule)
+                finish(Evaluator.verdict(for: Self.noChain(result), rule: rule), evidence: nil, rule: rule)
             }
         }
     }
@@ -266,6 +321,15 @@ final class TunnelInspection {
                                            probe: probe.flight, serverHello: tunnelHello, clientHello: clientHello,
                                            probeClientHello: probeClient) {
             case .needsMoreRecords:
+                // The tunnel's flight must be able to reach the probe's size while it is held: past the 256 KiB a
+                // tunnel holds by default (a Certificate over 224 KiB), it takes room for the held bytes.
+                let flightBytes = probe.flight.recordLengths.reduce(0) { $0 + 5 + $1 } + Self.roomSlack
+                if holds, flightBytes > ConnectionLimits().holdLimit,
+                   !makeRoom(flightBytes, holding: flightBytes, for: "the probe's encrypted flight is \(flightBytes) bytes") {
+                    pendingEvidence = nil
+                    probing = false
+                    return
+                }
                 if flightDeadline == nil {
                     let timer = Timer(loop: loop) { [weak self] in self?.weighEvidence(flightEnded: true) }
                     timer.schedule(milliseconds: inspector.prober.timeoutMilliseconds)
@@ -324,7 +388,7 @@ final class TunnelInspection {
         outcome = (verdict.deciding?.action.rawValue ?? "pass", verdict.deciding?.reason.rawValue, evidence?.source.rawValue)
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {
-            if deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost) {
+            if !largeChain, deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost) {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds, anchors: snapshot.anchorsGeneration))
@@ -333,5 +397,6 @@ final class TunnelInspection {
         } else {
             report(.decided(.release))
         }
+        letGoOfBuffers()
     }
 }

@@ -14,18 +14,48 @@ final class ProbeHandshake: ConnectionDelegate {
     private var client: TLSClient?
     private var connection: Connection?
     private var timer: Timer?
+    /// Where a Certificate message over the client's 512 KiB gets room to be read (nil: it is not read).
+    private let largeHandshakes: LargeHandshakeRoom?
+    /// The room taken for a second handshake that reads such a message, held until the report.
+    private var room: LargeHandshakeRoom.Reservation?
+    private var loop: EventLoop?
 
-    init(key: ProbeKey, timeoutMilliseconds: Int, report: @escaping (ProbeResult) -> Void) {
+    init(key: ProbeKey, timeoutMilliseconds: Int, largeHandshakes: LargeHandshakeRoom? = nil,
+         report: @escaping (ProbeResult) -> Void) {
         self.key = key
         self.timeoutMilliseconds = timeoutMilliseconds
+        self.largeHandshakes = largeHandshakes
         self.report = report
     }
 
+    /// The larger Certificate limits tried, in turn, after the default 512 KiB: 2 MiB (about 80 000 names; a probe
+    /// for such a chain takes 6 MiB of room, so several fit at once) and then the protocol's 16 MiB (48 MiB).
+    static let largerCertificateLists = [2 << 20, TLSObserver.maxProtocolMessageLength]
+
+    /// What a handshake that reads a Certificate message of `limit` bytes may hold: OpenSSL's message buffer, the
+    /// chain's copy and its decoded certificates.
+    static func room(forCertificateList limit: Int) -> Int { 3 * (limit + 64 * 1024) }
+
+    /// The Certificate limit of the handshake running now.
+    private var certificateList = TLSClient.defaultMaxCertificateList
+
     /// Connects to `key.address` and starts the handshake; the report comes from a later callback (or from here
-    /// when a step fails at once).
+    /// when a step fails at once). The deadline covers a second handshake for a large Certificate message.
     func start(on loop: EventLoop) {
+        self.loop = loop
+        let timer = Timer(loop: loop) { [unowned self] in
+            finish(.failure("timed out after \(timeoutMilliseconds) ms"))
+        }
+        self.timer = timer
+        timer.schedule(milliseconds: timeoutMilliseconds)
+        handshake(maxCertificateList: TLSClient.defaultMaxCertificateList)
+    }
+
+    private func handshake(maxCertificateList: Int) {
+        guard let loop else { return }
+        certificateList = maxCertificateList
         do throws(OpenSSLError) {
-            client = try TLSClient(offer: key.offer)
+            client = try TLSClient(offer: key.offer, maxCertificateList: maxCertificateList)
         } catch {
             return finish(.failure(Self.handshakeFailure(error)))
         }
@@ -37,11 +67,6 @@ final class ProbeHandshake: ConnectionDelegate {
         }
         self.connection = connection
         connection.delegate = self   // strong until close(): keeps this handshake alive while it runs
-        let timer = Timer(loop: loop) { [unowned self] in
-            finish(.failure("timed out after \(timeoutMilliseconds) ms"))
-        }
-        self.timer = timer
-        timer.schedule(milliseconds: timeoutMilliseconds)
         guard connection.connect(to: key.address) else { return finish(.failure(Self.connectFailure(errno: errno))) }
     }
 
@@ -67,7 +92,7 @@ final class ProbeHandshake: ConnectionDelegate {
             do throws(OpenSSLError) { try client.receive(chunk) } catch { failure = error }
         }
         connection.input.drain(connection.input.count)
-        if let failure { return finish(.failure(Self.handshakeFailure(failure))) }
+        if let failure { return fail(failure) }
         advance()
     }
 
@@ -83,12 +108,34 @@ final class ProbeHandshake: ConnectionDelegate {
             progress = try client.advance()
         } catch {
             connection.write(client.takeOutgoing())   // the alert that tells the server why, if any
-            return finish(.failure(Self.handshakeFailure(error)))
+            return fail(error)
         }
         let outgoing = client.takeOutgoing()
         if !outgoing.isEmpty { connection.write(outgoing) }
         guard case .done(let result) = progress else { return }
         finish(result.chainDER.isEmpty ? .failure("no certificate") : .success(result))
+    }
+
+    /// A failed handshake: reported, unless the server's Certificate message was over the limit, which another
+    /// handshake reads with the next larger limit (`largerCertificateLists`) when `largeHandshakes` has room for it;
+    /// without room it is `.oversized`.
+    private func fail(_ error: OpenSSLError) {
+        guard error.isExcessiveMessageSize, let next = Self.largerCertificateLists.first(where: { $0 > certificateList }) else {
+            return finish(.failure(Self.handshakeFailure(error)))
+        }
+        let bytes = Self.room(forCertificateList: next)
+        guard let largeHandshakes, let granted = largeHandshakes.reserve(bytes) else {
+            let capacity = (largeHandshakes?.capacity ?? 0) >> 20
+            return finish(.oversized("the server's Certificate message is over the \(certificateList) bytes the probe read, "
+                + "and the room for larger ones (--large-handshake-memory, \(capacity) MiB for all tunnels) has no "
+                + "\(bytes) bytes free"))
+        }
+        room?.release()
+        room = granted
+        connection?.delegate = nil
+        connection?.close()
+        connection = nil
+        handshake(maxCertificateList: next)
     }
 
     /// Socket errors worded for the alert: the connect ones as such, the rest as a failed handshake.
@@ -115,6 +162,9 @@ final class ProbeHandshake: ConnectionDelegate {
             if case .success = result, let client { connection.write(client.closeNotify()) }
             connection.close()
         }
+        client = nil
+        room?.release()   // the chain itself goes to the prober, which does not cache one this large
+        room = nil
         report(result)
     }
 }

@@ -10,6 +10,9 @@ public typealias ProbeChain = TLSClientResult
 public enum ProbeResult: Hashable, Sendable {
     case success(ProbeChain)
     case failure(String)
+    /// The server's Certificate message is larger than the probe reads (512 KiB) and there was no room for it
+    /// (`LargeHandshakeRoom`): `oversized_handshake`, not `probe_failed`.
+    case oversized(String)
 
     public var chain: ProbeChain? {
         if case .success(let chain) = self { return chain }
@@ -17,7 +20,9 @@ public enum ProbeResult: Hashable, Sendable {
     }
 
     public var failureReason: String? {
-        if case .failure(let reason) = self { return reason }
-        return nil
+        switch self {
+        case .success: nil
+        case .failure(let reason), .oversized(let reason): reason
+        }
     }
 }

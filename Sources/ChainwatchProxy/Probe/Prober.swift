@@ -34,6 +34,8 @@ public final class Prober: Sendable {
     public let maxEntries: Int
     /// The most handshakes in flight at once.
     public let maxInFlight: Int
+    /// Where a Certificate message over 512 KiB gets room to be read (nil: such a message is `.oversized`).
+    public let largeHandshakes: LargeHandshakeRoom?
 
     private let table = Lock(Table())
     private let now: @Sendable () -> Int64
@@ -47,8 +49,9 @@ public final class Prober: Sendable {
 
     /// - Parameter clock: milliseconds on a monotonic clock (tests pass their own).
     public init(timeoutMilliseconds: Int = 5000, successTTLMilliseconds: Int64 = 300_000, failureTTLMilliseconds: Int64 = 5000,
-                maxEntries: Int = 10_000, maxInFlight: Int = 256,
+                maxEntries: Int = 10_000, maxInFlight: Int = 256, largeHandshakes: LargeHandshakeRoom? = nil,
                 clock: @escaping @Sendable () -> Int64 = MonotonicClock.milliseconds) {
+        self.largeHandshakes = largeHandshakes
         self.maxInFlight = max(1, maxInFlight)
         self.timeoutMilliseconds = max(1, timeoutMilliseconds)
         self.successTTLMilliseconds = successTTLMilliseconds
@@ -177,7 +180,8 @@ public final class Prober: Sendable {
     private func startHandshake(_ key: ProbeKey, on loop: EventLoop) {
         let begun = now()
         // A client that cannot be made (allocation failure) fails this probe with the reason, not the process.
-        let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds) { [self] result in
+        let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds, largeHandshakes: largeHandshakes) {
+            [self] result in
             let seconds = Double(now() - begun) / 1000
             latencies.withLock { $0.observe(seconds) }
             finish(key, result, on: loop)
@@ -212,9 +216,12 @@ public final class Prober: Sendable {
         if case .success = result { succeeded.add(1, ordering: .relaxed) } else { failed.add(1, ordering: .relaxed) }
         let ttl: Int64
         if case .success = result { ttl = successTTLMilliseconds } else { ttl = failureTTLMilliseconds }
+        // A chain over what a probe reads by default was read with room (`LargeHandshakeRoom`) that is given back
+        // now: it is not kept for 5 minutes beside 10 000 others. The next tunnel probes again.
+        let keep = result.chain.map { $0.chainDER.reduce(0) { $0 + $1.count } <= TLSClient.defaultMaxCertificateList } ?? true
         let waiters = table.withLock { [maxEntries] table in
             let waiters = table.waiters.removeValue(forKey: key) ?? []
-            table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries)
+            if keep { table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries) }
             return waiters
         }
         for waiter in waiters {

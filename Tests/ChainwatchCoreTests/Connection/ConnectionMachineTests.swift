@@ -193,6 +193,25 @@ import Testing
         #expect(m.handle(.decided(.release)) == [.setReading(.upstream, true), .relay(from: .upstream, count: 1200, eager: true)])
     }
 
+    /// A large Certificate message with room: the inspection raises that side's hold limit; reading resumes, and
+    /// pauses again at the new limit. A lower limit changes nothing.
+    @Test func holdUpToRaisesTheHoldLimitOfOneSide() {
+        var limits = ConnectionLimits()
+        limits.holdLimit = 1000
+        var m = Self.established(limits)
+        _ = m.handle(.readable(.upstream, buffered: 1200))
+        #expect(m.handle(.inspected(.upstream)) == [.setReading(.upstream, false)])
+        #expect(m.handle(.holdUpTo(.upstream, bytes: 900)) == [])
+        #expect(m.isPaused(.upstream, for: .heldForVerdict))
+        #expect(m.handle(.holdUpTo(.upstream, bytes: 5000)) == [.setReading(.upstream, true)])
+        #expect(!m.isPaused(.upstream, for: .heldForVerdict))
+        _ = m.handle(.readable(.upstream, buffered: 4000))
+        #expect(m.handle(.inspected(.upstream)) == [])   // under the new limit: still read
+        _ = m.handle(.readable(.upstream, buffered: 5100))
+        #expect(m.handle(.inspected(.upstream)) == [.setReading(.upstream, false)])
+        #expect(m.handle(.decided(.release)) == [.setReading(.upstream, true), .relay(from: .upstream, count: 5100, eager: true)])
+    }
+
     @Test func aFullOutputPausesTheReaderUntilItDrains() {
         var m = Self.established()
         _ = m.handle(.decided(.release))

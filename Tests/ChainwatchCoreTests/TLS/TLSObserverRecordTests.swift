@@ -109,7 +109,7 @@ import Testing
         var observer = TLSObserver(tracksEncryptedRecords: true)
         observer.append(try Self.tls13Prefix())
         while try observer.next() != nil {}
-        let flood = (0..<200).flatMap { _ in record(23, [UInt8](repeating: 0xEE, count: 16_401)) }
+        let flood = (0..<(TLSObserver.maxTrackedEncryptedRecords + 50)).flatMap { _ in record(23, [UInt8](repeating: 0xEE, count: 16_401)) }
         var index = 0
         var chunk = 1
         while index < flood.count {

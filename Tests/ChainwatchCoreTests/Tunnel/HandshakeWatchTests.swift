@@ -51,6 +51,58 @@ import Testing
         #expect(w.serverHello?.version == .tls1_2)
     }
 
+    /// A TLS 1.2 server flight whose Certificate message carries the fixture's leaf and a `padding`-byte second
+    /// entry, in 16 KiB records.
+    static func largeCertificateFlight(padding: Int) throws -> (stream: [UInt8], ders: [[UInt8]], bodyLength: Int) {
+        func u24(_ n: Int) -> [UInt8] { [UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] }
+        func message(_ type: UInt8, _ body: [UInt8]) -> [UInt8] { [type] + u24(body.count) + body }
+        func records(_ bytes: [UInt8]) -> [UInt8] {
+            stride(from: 0, to: bytes.count, by: 16_384).flatMap { start -> [UInt8] in
+                let payload = bytes[start..<min(bytes.count, start + 16_384)]
+                return [22, 3, 3, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)] + payload
+            }
+        }
+        let ders = [try TLSFixture.der(pem: "rsa-leaf.pem"), [UInt8](repeating: 0x30, count: padding)]
+        let list = ders.flatMap { u24($0.count) + $0 }
+        let hello = message(2, [3, 3] + [UInt8](repeating: 7, count: 32) + [0, 0xC0, 0x2F, 0])
+        let certificate = message(11, u24(list.count) + list)
+        return (records(hello) + records(certificate), ders, list.count + 3)
+    }
+
+    /// The proxy reads a Certificate message past the default 224 KiB, up to the protocol's 16 MiB, once it has taken
+    /// room for it: the watch says how long the message will be as soon as its header is in, before its bytes.
+    @Test(arguments: [Int.max, 1_000, 16_389])
+    func aLargeCertificateIsAnnouncedThenRead(chunk: Int) throws {
+        let (stream, ders, length) = try Self.largeCertificateFlight(padding: 300_000)
+        #expect(length > TLSObserver.maxServerHandshakeMessageLength)
+
+        var byDefault = HandshakeWatch()
+        guard case .oversizedHandshake = byDefault.server(stream) else { Issue.record("read past the default limit"); return }
+
+        var w = HandshakeWatch(serverMessageLimit: TLSObserver.maxProtocolMessageLength)
+        var need = HandshakeWatch.Need.moreBytes
+        var announced: [Int] = []
+        var mostBuffered = 0
+        var i = 0
+        while i < stream.count, need == .moreBytes {
+            need = w.server(stream[i..<min(stream.count, i &+ chunk)])
+            i = min(stream.count, i &+ chunk)
+            if let length = w.announcedServerMessageLength, announced.last != length { announced.append(length) }
+            mostBuffered = max(mostBuffered, w.serverObserver.bufferedByteCount)
+            // Announced by the end of the Certificate's first record, while most of it is still to come.
+            if i >= 47 + 5 + 16_384, need == .moreBytes { #expect(announced.last == length) }
+        }
+        #expect(need == .chain(ders))
+        #expect(w.announcedServerMessageLength == nil)   // decided
+        if chunk < stream.count {   // fed in pieces: seen while it was being read
+            #expect(announced == [length])
+            #expect(mostBuffered > TLSObserver.maxServerHandshakeMessageLength)   // reassembled past the default limit
+        }
+        w.release()
+        #expect(w.serverObserver.bufferedByteCount == 0)
+        #expect(w.decided == .chain(ders) && w.serverHello?.version == .tls1_2)
+    }
+
     @Test func plainHTTPIsNotTLS() {
         var w = HandshakeWatch()
         guard case .notTLS(let detail) = w.client(Array("GET / HTTP/1.1\r\n\r\n".utf8)) else { Issue.record("not flagged"); return }
