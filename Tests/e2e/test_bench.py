@@ -341,7 +341,7 @@ def test_png_without_rsvg_convert_is_a_clear_error(tmp_path):
 
 def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path):
     """bench/README.md's first block, run with bash as written except: durations, sizes and client counts made
-    small, the binaries' directory, the port, and no compare.sh or cold.sh (minutes of peers of their own, tested apart). Another
+    small, the binaries' directory, the port, and no compare.sh, cold.sh or fairness.sh (minutes of runs of their own, tested apart). Another
     chainwatch runs meanwhile (as on a machine where one is deployed): the commands must not pick it up."""
     assert CHAINWATCH, "set CHAINWATCH_BIN"
     from pathlib import Path
@@ -354,7 +354,7 @@ def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path
                    .replace(".build/release", bindir)
                    .replace("--duration 10", "--duration 1").replace("-c 2000", "-c 20").replace("--size 256M", "--size 8M")
                    .replace("3190", str(port)))
-    script = "\n".join(l for l in script.splitlines() if not l.startswith(("bench/compare.sh", "bench/cold.sh")))
+    script = "\n".join(l for l in script.splitlines() if not l.startswith(("bench/compare.sh", "bench/cold.sh", "bench/fairness.sh")))
     assert "pidof" not in script and "$P" in script   # the PID of the proxy it started, whatever else runs
     other_port = free_port()
     other = subprocess.Popen([CHAINWATCH, "run", "--listen", f"127.0.0.1:{other_port}", "--admin", "off",
@@ -462,6 +462,26 @@ def test_cold_script_compares_chainwatch_with_the_floor_on_first_contacts(tmp_pa
             assert all(kind["failed"] == 0 and kind["completed"] > 0 for kind in run["kinds"]), run["label"]
     for tls in ["1.2", "1.3"]:
         assert re.search(rf"TLS {re.escape(tls)}: floor \d+\.\d+ +chainwatch \d+\.\d+ +ratio \d+\.\d+", text), text
+
+
+def test_fairness_script_measures_warm_sessions_beside_a_storm_on_one_loop(tmp_path):
+    """bench/fairness.sh as documented, made short, with --compare (the same binary twice): each run's warm sessions
+    (through the proxy and direct) all succeeded while the storm of first contacts ran, and the medians are printed."""
+    assert BENCH and CHAINWATCH, "set CHAINWATCH_BENCH_BIN and CHAINWATCH_BIN"
+    from pathlib import Path
+    from helpers import run_script
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "fairness"
+    code, text = run_script(f"CHAINWATCH_BENCH_BIN={BENCH} CHAINWATCH_BIN={CHAINWATCH} {root}/bench/fairness.sh "
+                            f"--repeat 1 --duration 1 --rate 20 --compare {CHAINWATCH} --out {out}", tmp_path, timeout=120)
+    assert code == 0, text[-3000:]
+    for name in ["chainwatch1", "compare1"]:
+        warm = json.loads((out / f"{name}-warm.json").read_text())
+        assert warm["ok"] and {run["target"] for run in warm["runs"]} == {"direct", "proxy"}, name
+        storm = json.loads((out / f"{name}-storm.json").read_text())
+        assert storm["runs"][0]["kinds"][0]["completed"] > 0, name
+        assert re.search(rf"{name[:-1]} median: warm p50 \d+\.\d+ ms, p99 \d+\.\d+ ms; 200 p50", text), text
+    assert subprocess.run(["pgrep", "-f", str(out)], capture_output=True).stdout == b""   # every proxy stopped
 
 
 def test_alert_storm_writes_one_line_per_flagged_first_contact_and_none_for_clean_ones(tmp_path, chainwatch_bin):
