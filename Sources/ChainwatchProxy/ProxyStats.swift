@@ -42,8 +42,8 @@ public final class ProxyStats: Sendable {
     /// An answer of the proxy's own (`403`, `502`, ...).
     public func responded(status: Int) { responseCounts.withLock { $0[status, default: 0] += 1 } }
 
-    /// The proxy's own answers so far, by status.
-    public var responses: [Int: Int] { responseCounts.withLock { $0 } }
+    /// The proxy's own answers so far, by status: copied under the lock into storage of its own (`Inspector.verdicts`).
+    public var responses: [Int: Int] { responseCounts.withLock { Dictionary(uniqueKeysWithValues: $0.map { ($0.key, $0.value) }) } }
 }
 
 /// How a client connection ended, for `chainwatch_connections_closed_total`.

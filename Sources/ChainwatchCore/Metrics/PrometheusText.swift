@@ -82,6 +82,14 @@ public struct Histogram: Sendable {
         counts = Array(repeating: 0, count: bounds.count + 1)
     }
 
+    /// A copy whose counts have storage of their own, for a histogram read out of a lock that others observe into
+    /// (a copy sharing the storage would be read while an observer, once the copy is gone, writes it in place).
+    public func detached() -> Histogram {
+        var copy = self
+        copy.counts = counts.map { $0 }
+        return copy
+    }
+
     public mutating func observe(_ value: Double) {
         counts[bounds.firstIndex { value <= $0 } ?? bounds.count] += 1
         sum += value

@@ -47,7 +47,10 @@ public final class Inspector: Sendable {
             (action?.rawValue ?? "pass", reason?.rawValue ?? "none", evidence?.rawValue ?? "none")
         }
     }
-    public var verdicts: [VerdictKey: Int] { verdictCounts.withLock { $0 } }
+    /// A copy made under the lock into storage of its own: a copy that shared the table's storage would be read on the
+    /// admin thread while a loop, once the copy is gone, resized that storage in place (what ThreadSanitizer, which
+    /// does not see the Swift runtime's reference counts, reported as a race).
+    public var verdicts: [VerdictKey: Int] { verdictCounts.withLock { Dictionary(uniqueKeysWithValues: $0.map { ($0.key, $0.value) }) } }
 
     public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter,
                 accessLog: AlertWriter? = nil, logger: Logger,

@@ -173,7 +173,7 @@ public final class Prober: Sendable {
     public var queuedTotal: Int { queued.load(ordering: .relaxed) }
 
     /// How long handshakes took, connect to result (failures and timeouts included).
-    public var latency: Histogram { latencies.withLock { $0 } }
+    public var latency: Histogram { latencies.withLock { $0.detached() } }
 
     // MARK: - On the starting loop
 

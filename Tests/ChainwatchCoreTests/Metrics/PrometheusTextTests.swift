@@ -39,4 +39,16 @@ import Testing
         #expect(PrometheusText.format(.infinity) == "+Inf")
         #expect(PrometheusText.format(.nan) == "NaN")
     }
+
+    /// `detached()` copies the counts into storage of their own (a plain copy shares it until one side writes):
+    /// what a reader takes out of a lock that observers write under.
+    @Test func aDetachedHistogramSharesNoStorage() {
+        var h = Histogram(bounds: [1, 2])
+        h.observe(1.5)
+        let plain = h, detached = h.detached()
+        let base = { (x: Histogram) in x.counts.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }
+        #expect(base(plain) == base(h))
+        #expect(base(detached) != base(h))
+        #expect(detached.counts == h.counts && detached.sum == h.sum && detached.bounds == h.bounds)
+    }
 }
