@@ -2,6 +2,8 @@
 //
 // Input: [max chunk] [seed: 2 bytes] then frames: [direction and length: 2 bytes] [bytes].
 //   The length's top bit is the direction (set: server → client), the other 15 bits the length (cut at the end).
+//   The seed's low bit picks the server message limit: the default (224 KiB) or the protocol's (16 MiB), as the proxy
+//   runs it (it takes room for what `announcedServerMessageLength` announces).
 // Run twice: each frame whole, and each frame cut into chunks. Invariants: the need after each frame, and all the
 // watch's public state at the end, do not depend on that cutting; a decided need never changes and is `decided`;
 // a probe mirrors the client's hello; what may pass before the verdict was fed by the server.
@@ -25,8 +27,8 @@ struct Outcome: Equatable {
     var flightTracking = EncryptedRecordTracking.off
 }
 
-func watch(_ frames: [Frame], sizes: inout ChunkSizes?) -> Outcome {
-    var watch = HandshakeWatch()
+func watch(_ frames: [Frame], sizes: inout ChunkSizes?, limit: Int) -> Outcome {
+    var watch = HandshakeWatch(serverMessageLimit: limit)
     var outcome = Outcome()
     var serverBytes = 0
     for frame in frames {
@@ -41,6 +43,9 @@ func watch(_ frames: [Frame], sizes: inout ChunkSizes?) -> Outcome {
             check(watch.sawClientHello == (watch.clientHello != nil), "sawClientHello disagrees with clientHello")
             check(watch.passableServerBytes <= serverBytes, "\(watch.passableServerBytes) passable of \(serverBytes) server bytes")
             check(watch.serverFlight.count <= TLSObserver.maxTrackedEncryptedRecords, "flight of \(watch.serverFlight.count) records")
+            if let announced = watch.announcedServerMessageLength {
+                check(watch.decided == nil && announced <= limit, "announced \(announced) (limit \(limit)), decided \(String(describing: watch.decided))")
+            }
         }
         outcome.needs.append(need)
     }
@@ -56,21 +61,29 @@ func watch(_ frames: [Frame], sizes: inout ChunkSizes?) -> Outcome {
     outcome.staple = watch.stapledOCSP
     outcome.flight = watch.serverFlight
     outcome.flightTracking = watch.serverFlightTracking
+    // Letting go of the buffers keeps what was read.
+    var released = watch
+    released.release()
+    check(released.decided == watch.decided && released.clientHello == watch.clientHello
+          && released.serverHello == watch.serverHello && released.stapledOCSP == watch.stapledOCSP
+          && released.announcedServerMessageLength == nil, "release() changed what was read")
     return outcome
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzHandshakeWatch(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
     var input = FuzzInput(start, count)
-    var sizes: ChunkSizes? = ChunkSizes(header: input.byte(), seed: input.uint16())
+    let header = input.byte(), seed = input.uint16()
+    var sizes: ChunkSizes? = ChunkSizes(header: header, seed: seed)
+    let limit = seed & 1 == 0 ? TLSObserver.maxServerHandshakeMessageLength : TLSObserver.maxProtocolMessageLength
     var frames: [Frame] = []
     while !input.rest.isEmpty {
         let header = input.uint16()
         frames.append(Frame(fromServer: header & 0x8000 != 0, bytes: input.take(Int(header & 0x7FFF))))
     }
     var whole: ChunkSizes? = nil
-    let a = watch(frames, sizes: &whole)
-    let b = watch(frames, sizes: &sizes)
+    let a = watch(frames, sizes: &whole, limit: limit)
+    let b = watch(frames, sizes: &sizes, limit: limit)
     check(a == b, "frames whole: \(a)\nframes cut: \(b)")
     return 0
 }
