@@ -1,5 +1,6 @@
 import ChainwatchCore
 import ChainwatchEventLoop
+import ChainwatchOpenSSL
 import ChainwatchProxy
 import Foundation
 import Testing
@@ -170,6 +171,38 @@ struct ProberTests {
     }
 
     /// Past `maxInFlight` handshakes a new key waits for a slot: it starts when one frees and gets its chain.
+    /// A Certificate message over the 512 KiB a probe reads by default (the intermediate sent 1 200 times: about 565
+    /// KB): with room, a second handshake with a 2 MiB limit reads it, and the room goes back; without room the result
+    /// is `.oversized` (`oversized_handshake`, not `probe_failed`). Neither is cached: the chain is too large to keep,
+    /// and the refusal was the proxy's state, not the server's.
+    @Test func aCertificateOverTheDefaultIsReadWithRoomAndNotCached() throws {
+        let intermediate = try String(contentsOfFile: ProbePKI.path("genuine.chain.pem"), encoding: .utf8)
+        let chainFile = NSTemporaryDirectory() + "chainwatch-prober-large-chain-\(getpid()).pem"
+        try String(repeating: intermediate, count: 1_200).write(toFile: chainFile, atomically: true, encoding: .utf8)
+        defer { unlink(chainFile) }
+        let server = try OpenSSLServer(["-cert", ProbePKI.path("genuine.pem"), "-key", ProbePKI.path("genuine.key"),
+                                        "-cert_chain", chainFile, "-tls1_3"])
+        defer { server.stop() }
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+
+        let none = LargeHandshakeRoom(capacity: 0)
+        let refused = Prober(largeHandshakes: none)
+        let answer = try #require(refused.probeAndWait(key(port: server.port), from: loop))
+        guard case .oversized(let detail) = answer.result else { Issue.record("got \(answer.result)"); return }
+        #expect(detail.contains("--large-handshake-memory"))
+        #expect(!refused.hasResult(for: key(port: server.port)))
+        #expect(none.usage.refused == 1)
+
+        let room = LargeHandshakeRoom(capacity: 64 << 20)
+        let prober = Prober(largeHandshakes: room)
+        let chain = try #require(prober.probeAndWait(key(port: server.port), from: loop)?.result.chain)
+        #expect(chain.chainDER.count == 1_201 && chain.chainDER.reduce(0) { $0 + $1.count } > TLSClient.defaultMaxCertificateList)
+        #expect(chain.chainDER.first == (try ProbePKI.der("genuine")))
+        #expect(!prober.hasResult(for: key(port: server.port)))
+        #expect(room.usage.granted == 1 && room.usage.used == 0)
+    }
+
     @Test func keysPastTheCapWaitForASlot() throws {
         let server = try OpenSSLServer(genuine: ["-tls1_3"])
         defer { server.stop() }

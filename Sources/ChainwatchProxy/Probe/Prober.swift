@@ -217,8 +217,14 @@ public final class Prober: Sendable {
         let ttl: Int64
         if case .success = result { ttl = successTTLMilliseconds } else { ttl = failureTTLMilliseconds }
         // A chain over what a probe reads by default was read with room (`LargeHandshakeRoom`) that is given back
-        // now: it is not kept for 5 minutes beside 10 000 others. The next tunnel probes again.
-        let keep = result.chain.map { $0.chainDER.reduce(0) { $0 + $1.count } <= TLSClient.defaultMaxCertificateList } ?? true
+        // now: it is not kept for 5 minutes beside 10 000 others. The next tunnel probes again. Nor is a refusal for
+        // want of room: other tunnels held it, and may have given it back by the next one.
+        let keep: Bool
+        switch result {
+        case .success(let chain): keep = chain.chainDER.reduce(0) { $0 + $1.count } <= TLSClient.defaultMaxCertificateList
+        case .failure: keep = true
+        case .oversized: keep = false
+        }
         let waiters = table.withLock { [maxEntries] table in
             let waiters = table.waiters.removeValue(forKey: key) ?? []
             if keep { table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries) }
