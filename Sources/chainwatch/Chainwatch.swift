@@ -22,7 +22,7 @@ struct Run: ParsableCommand {
     @Option(help: "Address to listen on, ADDR:PORT or [V6]:PORT; one no other process listens on.")
     var listen = "127.0.0.1:3128"
 
-    @Option(help: "Event loops, each on its own thread (default: one per CPU the process may run on, see taskset(1)).")
+    @Option(help: "Event loops, each on its own thread, and as many threads that validate chains no cached verdict covers (default: one per CPU the process may run on, see taskset(1)).")
     var threads: Int = EventLoop.usableCPUCount
 
     @Option(help: "Policy file (YAML, see policies/REFERENCE.md). Default: the built-in policy: system trust, alert on every failure.")
