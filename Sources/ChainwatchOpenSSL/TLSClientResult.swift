@@ -9,7 +9,8 @@ public struct TLSClientResult: Hashable, Sendable {
     /// The OCSP response the server stapled (when the offer asked for one, as the client's did); nil when none.
     public let ocspResponse: [UInt8]?
     /// `Digest.sha256(chain: chainDER, stapled: ocspResponse)`, made once with the result (it keys the verdict cache,
-    /// and a probe's result is judged for every tunnel it covers); nil when OpenSSL could not make it.
+    /// and a probe's result is judged for every tunnel it covers); nil when OpenSSL could not make it, or for a chain
+    /// over 224 KiB, which the verdict cache does not keep.
     public let chainDigest: [UInt8]?
     /// The negotiated version.
     public var version: TLSVersion
@@ -42,7 +43,10 @@ public struct TLSClientResult: Hashable, Sendable {
                 serverHello: [UInt8] = [], serverMessages: [TLSMessageSize] = [], serverRecordLengths: [Int] = [],
                 helloRetryRequested: Bool = false, ocspResponse: [UInt8]? = nil) {
         self.chainDER = chainDER; self.ocspResponse = ocspResponse
-        chainDigest = try? Digest.sha256(chain: chainDER, stapled: ocspResponse)
+        // Not for a chain the verdict cache does not keep (over 224 KiB, read with room): the hash of up to 16 MiB
+        // would be taken on the loop for a key nothing looks up.
+        chainDigest = chainDER.reduce(0) { $0 + $1.count } <= TLSObserver.maxServerHandshakeMessageLength
+            ? try? Digest.sha256(chain: chainDER, stapled: ocspResponse) : nil
         self.version = version; self.cipher = cipher; self.alpn = alpn
         self.clientHello = clientHello; self.serverHello = serverHello; self.serverMessages = serverMessages
         self.serverRecordLengths = serverRecordLengths; self.helloRetryRequested = helloRetryRequested

@@ -82,7 +82,12 @@ public final class Inspector: Sendable {
                deliver: @escaping (Verdict, Evidence) -> Void) {
         let host = tunnel.hostChecked
         // No digest (OpenSSL could not allocate): judge this chain afresh and cache nothing, so it shares no entry.
-        let key = (digest ?? (try? Digest.sha256(chain: chain, stapled: stapled))).map {
+        // A chain over what a tunnel reads by default (read with room from `largeHandshakes`, up to 16 MiB) is never
+        // cached either: its facts (tens of thousands of names) would stay for minutes beside thousands of other
+        // entries. So it is not hashed here, on the loop (SHA-256 of 16 MiB: about 10 ms on this machine), for a lookup
+        // that cannot hit.
+        let cacheable = chain.reduce(0) { $0 + $1.count } <= TLSObserver.maxServerHandshakeMessageLength
+        let key = (cacheable ? digest ?? (try? Digest.sha256(chain: chain, stapled: stapled)) : nil).map {
             VerdictCache.Key(chainHash: $0, rule: rule.identity, host: host, connectHost: tunnel.connectHost,
                              anchors: snapshot.anchorsGeneration)
         }
@@ -144,9 +149,7 @@ public final class Inspector: Sendable {
         // A chain missing an issuer may validate once the pool learns it from another server: its entry holds
         // until then.
         let missingIssuer = validation.error.map { IntermediatePool.missingIssuerCodes.contains($0.opensslCode) } ?? false
-        // A chain over what a tunnel reads by default (read with room from `largeHandshakes`, up to 16 MiB) is not
-        // kept: its facts (tens of thousands of names) would stay for minutes beside thousands of other entries.
-        if let key, chain.reduce(0, { $0 + $1.count }) <= TLSObserver.maxServerHandshakeMessageLength {
+        if let key {   // nil: not to be cached (see `judge`)
             cache.store(verdict, evidence: evidence, for: key, now: nowMilliseconds, poolGeneration: missingIssuer ? generation : nil)
         }
         return (verdict, evidence)
