@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from helpers import (HTTPServer, TCPServer, assert_no_alert_lines, curl_genuine, free_port, read_alert_lines,
-                     start_own_anchor_proxy, wait_alert_lines)
+from helpers import (HTTPServer, OpenSSLServer, TCPServer, assert_no_alert_lines, curl_genuine, free_port,
+                     read_alert_lines, start_own_anchor_proxy, wait_alert_lines)
 from test_admin import metrics, value
 from test_hostile_servers import handshake, record
 from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
@@ -141,6 +141,37 @@ def test_a_certificate_without_room_is_oversized_handshake(start_proxy, tmp_path
 
 def metric(admin, name, **labels):
     return value(metrics(admin), name, **labels)
+
+
+def verdicts(admin):
+    """Each verdict reported so far, as (action, reason, evidence) with its count."""
+    return {(dict(labels)["action"], dict(labels)["reason"], dict(labels)["evidence"]): n
+            for (name, labels), n in metrics(admin).items() if name == "chainwatch_verdicts_total" and n}
+
+
+@pytest.mark.parametrize("action", ["block", "alert"])
+def test_a_megabyte_chain_over_tls13_passes_on_a_server_of_one_connection_at_a_time(start_proxy, tmp_path, pki, leaves,
+                                                                                     closing, action):
+    """`openssl s_server` serves one connection at a time. Under block the probe goes first, while the tunnel's
+    upstream connection is closed; a 1 MB chain is too large for the probe cache, so the tunnel keeps that result
+    (with room) for its own ServerHello. Before, the tunnel probed again while it held the server's only connection:
+    that probe timed out and the genuine chain was blocked (probe_failed). Two tunnels in turn, each judged with one
+    probe of its own, and the room given back."""
+    full, key, length = leaves["1m"]
+    leaf = full.with_name(full.name.replace(".fullchain.pem", ".pem"))
+    server = closing(OpenSSLServer(leaf, key, chain=pki / "genuine-intermediate.pem", tls="1.3"))
+    admin = free_port()
+    proxy = start(start_proxy, tmp_path, pki, action, "--admin", f"127.0.0.1:{admin}")
+    for n in (1, 2):
+        assert server_bytes_through(proxy, server.port, "1.3", want=length, timeout=20) >= length
+        deadline = time.monotonic() + 10   # under alert the probe runs once the client has let the server go
+        while sum(verdicts(admin).values()) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert verdicts(admin) == {("pass", "none", "probe"): n}, read_alert_lines(proxy.alert_log)
+    assert_no_alert_lines(proxy, server.port)
+    assert metric(admin, "chainwatch_probes_started_total") == 2
+    assert metric(admin, "chainwatch_probes_finished_total", result="failed") == 0
+    assert metric(admin, "chainwatch_large_handshake_bytes") == 0
 
 
 def announcing_sixteen_mebibytes(conn):

@@ -13,8 +13,11 @@ final class TunnelInspection {
     private let upstreamAddress: SocketAddress
     /// Reads server messages up to the protocol's 16 MiB; one over 224 KiB first takes room (`makeRoom`).
     private var watch = HandshakeWatch(serverMessageLimit: TLSObserver.maxProtocolMessageLength)
-    /// The memory taken for a large server handshake message, given back at the verdict.
+    /// The memory taken for a large server handshake message (or a probe's large chain kept for this tunnel), given
+    /// back at the verdict.
     private var room: LargeHandshakeRoom.Reservation?
+    /// The most server bytes the machine was told it may hold (`.holdUpTo`), so it is told once per raise.
+    private var holdRaisedTo = 0
     /// Held and buffered beyond a large message's own bytes: the ServerHello, record headers (5 bytes per 16 KiB),
     /// the messages after it in the same flight.
     static let roomSlack = 64 * 1024
@@ -148,7 +151,7 @@ final class TunnelInspection {
     /// Takes `bytes` of room (unless as much is held already) and, with `holding`, lets the tunnel hold that many
     /// server bytes; without room, `oversized_handshake` (what: what needed it). Returns whether the inspection goes on.
     private func makeRoom(_ bytes: Int, holding: Int?, for what: String) -> Bool {
-        if let room, room.bytes >= bytes { return true }
+        if let room, room.bytes >= bytes { return raiseHold(to: holding) }
         guard let granted = inspector.largeHandshakes.reserve(bytes) else {
             let rule = self.rule
             let detail = "\(what), and the room for handshakes over \(TLSObserver.maxServerHandshakeMessageLength) bytes "
@@ -157,13 +160,21 @@ final class TunnelInspection {
             return false
         }
         room = granted   // a smaller one taken earlier goes back
-        if let holding { report(.holdUpTo(.upstream, bytes: holding)) }
+        return raiseHold(to: holding)
+    }
+
+    private func raiseHold(to bytes: Int?) -> Bool {
+        if let bytes, bytes > holdRaisedTo {
+            holdRaisedTo = bytes
+            report(.holdUpTo(.upstream, bytes: bytes))
+        }
         return true
     }
 
     /// After the verdict: the watch's buffers (a large Certificate message can be megabytes) and their room go.
     private func letGoOfBuffers() {
         watch.release()
+        firstProbe = nil
         room?.release()
         room = nil
     }
@@ -222,6 +233,7 @@ final class TunnelInspection {
                 judge(probe.chainDER, stapled: probe.ocspResponse, digest: probe.chainDigest, source: .probe, rule: rule) {
                     [self] verdict, evidence in
                     if verdict.action == .block { return finish(verdict, evidence: evidence, rule: rule) }
+                    if !Prober.caches(result) { keepForThisTunnel(probe, key: key) }
                     report(.reconnect)
                     // A passing chain is judged again when the tunnel's ServerHello comes (from the cache, with the
                     // hellos compared). Had the machine kept the connection (bytes had passed), the server may have
@@ -235,6 +247,22 @@ final class TunnelInspection {
                 finish(verdict, evidence: nil, rule: rule)   // a failed probe a rule lets through is reported now
             }
         }
+    }
+
+    /// A first probe's chain the prober does not cache (over the 512 KiB a probe reads by default), kept for this
+    /// tunnel's ServerHello, with room for it. Without it the tunnel would need a second probe while it holds its own
+    /// upstream connection, and a server that serves one connection at a time leaves that probe waiting until it times
+    /// out: a genuine chain blocked as `probe_failed`. Without room, that second probe is made, as before.
+    private var firstProbe: (key: ProbeKey, probe: ProbeChain)?
+    /// The room the kept chain takes while it waits or is weighed (part of `room`, with any held bytes).
+    private var keptProbeBytes = 0
+
+    private func keepForThisTunnel(_ probe: ProbeChain, key: ProbeKey) {
+        let bytes = probe.chainDER.reduce(0) { $0 + $1.count } + Self.roomSlack
+        guard room == nil, let granted = inspector.largeHandshakes.reserve(bytes) else { return }
+        room = granted
+        keptProbeBytes = bytes
+        firstProbe = (key, probe)
     }
 
     /// Why a probe brought no chain, as the evaluator's input.
@@ -289,6 +317,12 @@ final class TunnelInspection {
     /// the probe was cached): it is dropped from the cache and made again; a tunnel that still disagrees with a fresh
     /// probe is a finding.
     private func probe(_ key: ProbeKey, fresh: Bool) {
+        if !fresh, let kept = firstProbe, kept.key == key {   // made for this tunnel just before its handshake
+            firstProbe = nil
+            probeJA4 = kept.probe.ja4
+            pendingEvidence = (key, kept.probe, false)
+            return weighEvidence(flightEnded: false)
+        }
         inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
             switch result {
             case .success(let probe):
@@ -325,7 +359,8 @@ final class TunnelInspection {
                 // tunnel holds by default (a Certificate over 224 KiB), it takes room for the held bytes.
                 let flightBytes = probe.flight.recordLengths.reduce(0) { $0 + 5 + $1 } + Self.roomSlack
                 if holds, flightBytes > ConnectionLimits().holdLimit,
-                   !makeRoom(flightBytes, holding: flightBytes, for: "the probe's encrypted flight is \(flightBytes) bytes") {
+                   !makeRoom(flightBytes + keptProbeBytes, holding: flightBytes,
+                             for: "the probe's encrypted flight is \(flightBytes) bytes") {
                     pendingEvidence = nil
                     probing = false
                     return

@@ -216,15 +216,7 @@ public final class Prober: Sendable {
         if case .success = result { succeeded.add(1, ordering: .relaxed) } else { failed.add(1, ordering: .relaxed) }
         let ttl: Int64
         if case .success = result { ttl = successTTLMilliseconds } else { ttl = failureTTLMilliseconds }
-        // A chain over what a probe reads by default was read with room (`LargeHandshakeRoom`) that is given back
-        // now: it is not kept for 5 minutes beside 10 000 others. The next tunnel probes again. Nor is a refusal for
-        // want of room: other tunnels held it, and may have given it back by the next one.
-        let keep: Bool
-        switch result {
-        case .success(let chain): keep = chain.chainDER.reduce(0) { $0 + $1.count } <= TLSClient.defaultMaxCertificateList
-        case .failure: keep = true
-        case .oversized: keep = false
-        }
+        let keep = Self.caches(result)
         let waiters = table.withLock { [maxEntries] table in
             let waiters = table.waiters.removeValue(forKey: key) ?? []
             if keep { table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries) }
@@ -241,6 +233,18 @@ public final class Prober: Sendable {
 }
 
 extension Prober {
+    /// Whether a result is cached. A chain over what a probe reads by default was read with room
+    /// (`LargeHandshakeRoom`) that is given back at once: it is not kept for 5 minutes beside 10 000 others, and the
+    /// next tunnel probes again (a tunnel that asked for it first keeps it for itself, within room). Nor is a refusal
+    /// for want of room: other tunnels held it, and may have given it back by the next one.
+    public static func caches(_ result: ProbeResult) -> Bool {
+        switch result {
+        case .success(let chain): chain.chainDER.reduce(0) { $0 + $1.count } <= TLSClient.defaultMaxCertificateList
+        case .failure: true
+        case .oversized: false
+        }
+    }
+
     private enum Step { case answer(ProbeResult), wait, start, queued }
 
     /// A key waiting for a handshake slot, with the loop of the caller that asked first.
