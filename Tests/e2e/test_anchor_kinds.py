@@ -105,20 +105,28 @@ def test_anchors_the_operator_names_or_public_roots_are_quiet(start_proxy, tmp_p
     assert read_alert_lines(proxy.alert_log, interceptor.port) == []
 
 
-def test_the_os_store_is_read_at_start_and_reload_not_at_every_validation(start_proxy, tmp_path, pki, interceptor):
+@pytest.mark.parametrize("policy", ["file", "built-in"])
+def test_the_os_store_is_read_at_start_and_reload_not_at_every_validation(start_proxy, tmp_path, pki, interceptor,
+                                                                         policy):
     """The OS store's hashed directory (SSL_CERT_DIR) is read when the trust stores are built, at start and at a reload,
     not looked up at each validation: OpenSSL's default-path lookups went to the filesystem for every issuer not
     loaded (a stat, and a read of the whole directory, per new chain). So a CA linked into the directory while the
     proxy runs counts from the next reload on, as one appended to the bundle always did, and the reload drops the
-    verdicts judged against the old store."""
+    verdicts judged against the old store. With the built-in policy (`make run`, no file) too: SIGHUP rereads the
+    store (it once did nothing without a file, and a new local root went unseen until a restart)."""
     from helpers import free_port
     import os
     import signal
     certs = tmp_path / "certs"
     certs.mkdir()
     admin = free_port()
-    proxy = start(start_proxy, tmp_path, "alert", "--admin", f"127.0.0.1:{admin}",
-                  env={"SSL_CERT_FILE": SYSTEM_BUNDLE, "SSL_CERT_DIR": str(certs)})
+    env = {"SSL_CERT_FILE": SYSTEM_BUNDLE, "SSL_CERT_DIR": str(certs)}
+    if policy == "file":   # the built-in policy's defaults, written out
+        proxy = start(start_proxy, tmp_path, "alert", "--admin", f"127.0.0.1:{admin}", env=env)
+    else:
+        hosts = tmp_path / "hosts"
+        hosts.write_text("127.0.0.1 genuine.test\n")
+        proxy = start_proxy("--hosts", str(hosts), "--probe-timeout", "3", "--admin", f"127.0.0.1:{admin}", env=env)
 
     def reason_of_next_connection(count):
         assert fetch(proxy, interceptor.port, pki, interceptor.tls) == (0, PAGE)

@@ -58,11 +58,12 @@ public final class PolicyReloader: @unchecked Sendable {
         return snapshot
     }
 
-    /// Loads the file again; on success swaps the snapshot in and drops cached verdicts of rules that changed (all of
-    /// them when the OS trust store changed since the last load: its anchors are read again with the policy).
+    /// Loads the file again (the built-in policy when there is none); on success swaps the snapshot in and drops
+    /// cached verdicts of rules that changed (all of them when the OS trust store changed since the last load: its
+    /// anchors are read again with the policy, the built-in one's too, so `update-ca-certificates` and a SIGHUP take
+    /// effect without a restart whatever the policy).
     @discardableResult
     public func reload() -> Bool {
-        guard path != nil else { return false }
         do {
             let previous = store.snapshot
             let snapshot = try load()
