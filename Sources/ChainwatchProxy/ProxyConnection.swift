@@ -357,7 +357,8 @@ extension ProxyConnection {
         var facts = facts(for: target)
         facts.upstreamIP = connectedAddress.ip
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
-                                          upstreamAddress: connectedAddress) { [weak self] event in
+                                          upstreamAddress: connectedAddress,
+                                          holdLimit: worker.configuration.connectionLimits.holdLimit) { [weak self] event in
             self?.post(event)
         }
         self.inspection = inspection

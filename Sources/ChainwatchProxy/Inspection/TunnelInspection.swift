@@ -18,6 +18,8 @@ final class TunnelInspection {
     private var room: LargeHandshakeRoom.Reservation?
     /// The most server bytes the machine was told it may hold (`.holdUpTo`), so it is told once per raise.
     private var holdRaisedTo = 0
+    /// What the connection's machine holds without being told more (`ConnectionLimits.holdLimit`).
+    private let holdLimit: Int
     /// Held and buffered beyond a large message's own bytes: the ServerHello, record headers (5 bytes per 16 KiB),
     /// the messages after it in the same flight.
     static let roomSlack = 64 * 1024
@@ -34,8 +36,9 @@ final class TunnelInspection {
     var handshakeFacts: ConnectionFacts { facts }
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
-         report: @escaping (ConnectionMachine.Event) -> Void) {
+         holdLimit: Int, report: @escaping (ConnectionMachine.Event) -> Void) {
         self.report = report
+        self.holdLimit = holdLimit
         self.inspector = inspector
         self.snapshot = snapshot
         self.loop = loop
@@ -358,7 +361,7 @@ final class TunnelInspection {
                 // The tunnel's flight must be able to reach the probe's size while it is held: past the 256 KiB a
                 // tunnel holds by default (a Certificate over 224 KiB), it takes room for the held bytes.
                 let flightBytes = probe.flight.recordLengths.reduce(0) { $0 + 5 + $1 } + Self.roomSlack
-                if holds, flightBytes > ConnectionLimits().holdLimit,
+                if holds, flightBytes > holdLimit,
                    !makeRoom(flightBytes + keptProbeBytes, holding: flightBytes,
                              for: "the probe's encrypted flight is \(flightBytes) bytes") {
                     pendingEvidence = nil
