@@ -7,6 +7,7 @@ reason, oversized_handshake, never untrusted_chain; under block the client gets 
 import socket
 import ssl
 import subprocess
+import threading
 import time
 
 import pytest
@@ -223,3 +224,117 @@ def test_room_is_shared_by_all_tunnels_and_given_back_at_the_verdict(start_proxy
     assert metric(admin, "chainwatch_large_handshakes_total", result="granted") == 2
     assert metric(admin, "chainwatch_large_handshakes_total", result="refused") == 1
     assert metric(admin, "chainwatch_large_handshake_bytes") == 0
+
+
+def client_hello(tls="1.3"):
+    """The first flight of Python's TLS client (a ClientHello offering `tls`) for genuine.test."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ctx.maximum_version = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}[tls]
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    try:
+        ctx.wrap_bio(incoming, outgoing, server_hostname="genuine.test").do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+def open_tunnel(proxy, port):
+    sock = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    sock.sendall(f"CONNECT genuine.test:{port} HTTP/1.1\r\nHost: genuine.test:{port}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return sock
+
+
+class GenuineThenSilent:
+    """In front of a genuine TLS server: the first `relayed` connections that send bytes (chainwatch's probe, made
+    first under block: for a 1 MB chain one handshake that stops at 512 KiB and one with room for 2 MiB) are relayed
+    to it; every later one is read and never answered, as long as it stays open."""
+
+    def __init__(self, backend_port, relayed):
+        self.backend_port = backend_port
+        self.lock = threading.Lock()
+        self.left = relayed
+
+    def __call__(self, conn):
+        first = conn.recv(65536)
+        if not first:
+            return
+        with self.lock:
+            relay = self.left > 0
+            self.left -= 1
+        if not relay:
+            while conn.recv(65536):
+                pass
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.backend_port))
+        upstream.sendall(first)
+
+        def back():
+            try:
+                while data := upstream.recv(65536):
+                    conn.sendall(data)
+            except OSError:
+                pass
+        threading.Thread(target=back, daemon=True).start()
+        try:
+            while data := conn.recv(65536):
+                upstream.sendall(data)
+        except OSError:
+            pass
+        upstream.close()
+
+
+def test_a_kept_probe_chain_gives_its_room_back_when_the_server_then_says_nothing(start_proxy, tmp_path, pki, leaves,
+                                                                                  closing):
+    """Under block a TLS 1.3 tunnel keeps its first probe's 1 MB chain, with room, for its own ServerHello. A server
+    that passes the probe, takes the tunnel's reconnect and sends nothing (its client keeping the tunnel open) must not
+    hold that room for as long as the tunnel lasts: from the kept chain on, the server has the verdict deadline
+    (--probe-timeout) to show its handshake; then handshake_timeout, and the room goes back. Before, the deadline only
+    started at the server's first byte, so the room stayed taken until the idle timeout (300 s)."""
+    full, key, length = leaves["1m"]
+    genuine = closing(HTTPServer(certfile=str(full), keyfile=str(key), tls="1.3"))
+    server = closing(TCPServer(GenuineThenSilent(genuine.port, relayed=2)))
+    admin = free_port()
+    proxy = start_own_anchor_proxy(start_proxy, tmp_path, pki, "block", probe_timeout=2,
+                                   extra=("--admin", f"127.0.0.1:{admin}"))
+    sock = open_tunnel(proxy, server.port)
+    try:
+        sock.sendall(client_hello("1.3"))
+        deadline = time.monotonic() + 10
+        while metric(admin, "chainwatch_large_handshake_bytes") == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert metric(admin, "chainwatch_large_handshake_bytes") > length   # the kept chain's room
+        lines = wait_alert_lines(proxy.alert_log, server.port, 1, timeout=8)
+        assert [(l["event"]["reason"], l["event"]["action"]) for l in lines] == [("handshake_timeout", "block")]
+        assert metric(admin, "chainwatch_large_handshake_bytes") == 0
+        sock.settimeout(3)
+        assert sock.recv(65536) == b""   # blocked: closed, no server byte
+    finally:
+        sock.close()
+
+
+def test_a_client_that_leaves_while_the_probe_made_first_runs_still_gets_its_verdict_reported(start_proxy, tmp_path,
+                                                                                             pki, closing):
+    """Under block, a TLS 1.3 ClientHello sends the probe first. A client that closes at once leaves the inspection
+    waiting for the probe and its judgement; that verdict must still be reported, once (counted, and logged when it
+    has a finding). Here the machine still delivers the held ClientHello on the reconnect, so the tunnel's own
+    ServerHello comes and the verdict is the cached one; when the tunnel is gone before the judgement ends, the
+    judgement is the verdict (that ordering is not forced here)."""
+    server = closing(HTTPServer(certfile=str(pki / "genuine.fullchain.pem"), keyfile=str(pki / "genuine.key"), tls="1.3"))
+    admin = free_port()
+    proxy = start_own_anchor_proxy(start_proxy, tmp_path, pki, "block", probe_timeout=2,
+                                   extra=("--admin", f"127.0.0.1:{admin}"))
+    sock = open_tunnel(proxy, server.port)
+    sock.sendall(client_hello("1.3"))
+    sock.close()
+    deadline = time.monotonic() + 8
+    while not verdicts(admin) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    found = verdicts(admin)
+    assert sum(found.values()) == 1 and list(found)[0][:2] == ("pass", "none"), found
+    assert metric(admin, "chainwatch_probes_started_total") == 1

@@ -101,7 +101,7 @@ final class TunnelInspection {
     }
 
     func clientBytes(_ chunk: UnsafeRawBufferPointer) {
-        guard !isFinished, !judging else { return }
+        guard !isFinished, !judging || judgingFirstProbe else { return }
         let hadHello = watch.sawClientHello
         let need = watch.client(chunk)
         if let hello = watch.clientHello, facts.serverName == nil, let sni = hello.serverName {
@@ -110,12 +110,17 @@ final class TunnelInspection {
         }
         if !hadHello, need == .moreBytes, let hello = watch.clientHello { probeFirstIfNeeded(hello) }
         if holdsClientBytes, watch.sawClientHello || need != .moreBytes { stopHoldingClientBytes() }
+        if judgingFirstProbe { return }   // its verdict handles what the watch decided meanwhile
         handle(need)
     }
 
     func serverBytes(_ chunk: UnsafeRawBufferPointer) {
-        guard !isFinished, !judging else { return }   // a chain being judged: the rest of the flight adds nothing
-        if !sawServerBytes, holds { startVerdictDeadline() }
+        // A chain being judged: the rest of the flight adds nothing. But while the first probe's chain is judged, the
+        // tunnel's own handshake may be under way (the machine kept its connection: bytes had passed), and every byte
+        // of it must reach the watch, which reads records in order: one skipped, and what follows is read from the
+        // middle of a record (a genuine flight then looks short, a forged one not TLS).
+        guard !isFinished, !judging || judgingFirstProbe else { return }
+        if !sawServerBytes, holds, verdictDeadline == nil { startVerdictDeadline() }
         sawServerBytes = true
         let need = watch.server(chunk)
         if let hello = watch.serverHello, facts.protocolVersion == nil {
@@ -124,7 +129,7 @@ final class TunnelInspection {
         }
         if need == .moreBytes, let length = watch.announcedServerMessageLength,
            length > TLSObserver.maxServerHandshakeMessageLength, !makeRoom(for: length) { return }
-        if probing {   // the evidence is on its way or being weighed: more of the flight is all these bytes add
+        if probing || judgingFirstProbe {   // the evidence is on its way or being weighed: more of the flight is all these bytes add
             if pendingEvidence != nil { weighEvidence(flightEnded: false) }
             return
         }
@@ -153,7 +158,9 @@ final class TunnelInspection {
 
     /// Takes `bytes` of room (unless as much is held already) and, with `holding`, lets the tunnel hold that many
     /// server bytes; without room, `oversized_handshake` (what: what needed it). Returns whether the inspection goes on.
+    /// The room covers the kept probe chain too, while there is one (`keptProbeBytes`).
     private func makeRoom(_ bytes: Int, holding: Int?, for what: String) -> Bool {
+        let bytes = bytes + keptProbeBytes
         if let room, room.bytes >= bytes { return raiseHold(to: holding) }
         guard let granted = inspector.largeHandshakes.reserve(bytes) else {
             let rule = self.rule
@@ -200,6 +207,8 @@ final class TunnelInspection {
     }
 
     private var probing = false
+    /// The chain of a probe made first is being judged (`probeFirstIfNeeded`): the tunnel's bytes still reach the watch.
+    private var judgingFirstProbe = false
     /// A chain is being validated off the loop (`Inspector.judge`); the inspection waits for its verdict, and lives
     /// until it comes.
     private var judging = false
@@ -233,9 +242,12 @@ final class TunnelInspection {
                     facts.protocolVersion = probe.version
                     facts.cipher = NegotiatedCipher(probe.cipher)
                 }
+                judgingFirstProbe = true
                 judge(probe.chainDER, stapled: probe.ocspResponse, digest: probe.chainDigest, source: .probe, rule: rule) {
                     [self] verdict, evidence in
-                    if verdict.action == .block { return finish(verdict, evidence: evidence, rule: rule) }
+                    judgingFirstProbe = false
+                    // The tunnel closed meanwhile: its verdict is this one (an alert line is not lost with it).
+                    if verdict.action == .block || tunnelEnded { return finish(verdict, evidence: evidence, rule: rule) }
                     if !Prober.caches(result) { keepForThisTunnel(probe, key: key) }
                     report(.reconnect)
                     // A passing chain is judged again when the tunnel's ServerHello comes (from the cache, with the
@@ -260,12 +272,15 @@ final class TunnelInspection {
     /// The room the kept chain takes while it waits or is weighed (part of `room`, with any held bytes).
     private var keptProbeBytes = 0
 
+    /// The server then has the verdict deadline, from now, to show its handshake: a server that took the reconnect
+    /// and sends nothing (its client keeping the tunnel open with a byte now and then) does not hold the room longer.
     private func keepForThisTunnel(_ probe: ProbeChain, key: ProbeKey) {
         let bytes = probe.chainDER.reduce(0) { $0 + $1.count } + Self.roomSlack
         guard room == nil, let granted = inspector.largeHandshakes.reserve(bytes) else { return }
         room = granted
         keptProbeBytes = bytes
         firstProbe = (key, probe)
+        if verdictDeadline == nil { startVerdictDeadline() }
     }
 
     /// Why a probe brought no chain, as the evaluator's input.
@@ -320,6 +335,7 @@ final class TunnelInspection {
     /// the probe was cached): it is dropped from the cache and made again; a tunnel that still disagrees with a fresh
     /// probe is a finding.
     private func probe(_ key: ProbeKey, fresh: Bool) {
+        if fresh { keptProbeBytes = 0 }   // a kept result is dropped for the fresh one
         if !fresh, let kept = firstProbe, kept.key == key {   // made for this tunnel just before its handshake
             firstProbe = nil
             probeJA4 = kept.probe.ja4
@@ -362,8 +378,7 @@ final class TunnelInspection {
                 // tunnel holds by default (a Certificate over 224 KiB), it takes room for the held bytes.
                 let flightBytes = probe.flight.recordLengths.reduce(0) { $0 + 5 + $1 } + Self.roomSlack
                 if holds, flightBytes > holdLimit,
-                   !makeRoom(flightBytes + keptProbeBytes, holding: flightBytes,
-                             for: "the probe's encrypted flight is \(flightBytes) bytes") {
+                   !makeRoom(flightBytes, holding: flightBytes, for: "the probe's encrypted flight is \(flightBytes) bytes") {
                     pendingEvidence = nil
                     probing = false
                     return
