@@ -189,6 +189,11 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         m.sample("chainwatch_cache_entries", ["cache": "intermediates"], inspector.intermediates.count)
         m.sample("chainwatch_cache_entries", ["cache": "certificates"], DecodedCertificates.shared.count)
         m.sample("chainwatch_cache_entries", ["cache": "signatures"], SignatureMemo.shared.count)
+        let cacheBytes = inspector.cache.bytes
+        m.family("chainwatch_cache_bytes", .gauge, "What the entries of a cache bounded by --cache-memory are weighed at, by cache: verdicts, known_bad, probes (an estimate of the memory they hold).")
+        m.sample("chainwatch_cache_bytes", ["cache": "verdicts"], cacheBytes.verdicts)
+        m.sample("chainwatch_cache_bytes", ["cache": "known_bad"], cacheBytes.knownBad)
+        m.sample("chainwatch_cache_bytes", ["cache": "probes"], inspector.prober.cachedBytes)
         let decodes = DecodedCertificates.shared.hitsAndMisses, signatures = SignatureMemo.shared.hitsAndChecks
         m.family("chainwatch_certificate_decodes_total", .counter, "Presented certificates the validator needed, by whether a decoded copy was at hand (reused: a probe's handshake or another chain had decoded it) or it was decoded.")
         m.sample("chainwatch_certificate_decodes_total", ["result": "reused"], decodes.hits)
@@ -199,7 +204,7 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         let room = inspector.largeHandshakes.usage
         m.family("chainwatch_large_handshake_bytes", .gauge, "Bytes held now for server handshake messages over 224 KiB (of --large-handshake-memory).")
         m.sample("chainwatch_large_handshake_bytes", [:], room.used)
-        m.family("chainwatch_large_handshakes_total", .counter, "Server handshake messages over 224 KiB, by whether they got room (granted) or were oversized_handshake (refused).")
+        m.family("chainwatch_large_handshakes_total", .counter, "Requests for room for a server handshake message over 224 KiB (read in a tunnel or by a probe, held, or a probe's chain kept for its tunnel), by whether they got it (granted) or not (refused: oversized_handshake, or the tunnel probes again).")
         m.sample("chainwatch_large_handshakes_total", ["result": "granted"], room.granted)
         m.sample("chainwatch_large_handshakes_total", ["result": "refused"], room.refused)
         let validations = inspector.validations.counts

@@ -72,6 +72,10 @@ struct Run: ParsableCommand {
             help: "MiB all tunnels and probes may hold at once for server handshake messages over 224 KiB (Certificate messages up to the protocol's 16 MiB; real chains stop near 210 KB). One that finds no room is oversized_handshake (under block: the client gets nothing). 0 reads none.")
     var largeHandshakeMemory = Inspector.defaultLargeHandshakeMemory >> 20
 
+    @Option(name: .customLong("cache-memory"),
+            help: "MiB the caches of chains may hold: half for cached verdicts (an eighth of that for known-bad marks), half for probe results. Past it the expired entries go, then the oldest (probes) or any (verdicts); a chain of thousands of names weighs hundreds of KB.")
+    var cacheMemory = (VerdictCache.defaultMaxBytes + Prober.defaultMaxBytes) >> 20
+
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
     var allowClient: [String] = []
 
@@ -124,6 +128,7 @@ struct Run: ParsableCommand {
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard maxProbes >= 1 else { throw ValidationError("--max-probes must be at least 1") }
         guard (0...65_536).contains(largeHandshakeMemory) else { throw ValidationError("--large-handshake-memory must be 0 to 65536 (MiB)") }
+        guard (1...65_536).contains(cacheMemory) else { throw ValidationError("--cache-memory must be 1 to 65536 (MiB)") }
         guard admin == "off" || SocketAddress(numeric: admin) != nil else { throw ValidationError("--admin: \(admin) is not ADDR:PORT, [V6]:PORT or off") }
     }
 
@@ -157,13 +162,13 @@ struct Run: ParsableCommand {
             let extraAnchors = try ca.map { try certificates(inPEMFile: $0, option: "--ca") } ?? []
             reloader = try PolicyReloader(path: policy, extraAnchors: extraAnchors, publicRoots: try loadPublicRoots(logger),
                                           logger: logger)
-            let cache = VerdictCache()
+            let cache = VerdictCache(maxBytes: cacheMemory << 19)   // half of it
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
             let access = try accessLog.map { try AlertWriter(path: $0, logger: logger, name: "access log") }
             let largeHandshakes = LargeHandshakeRoom(capacity: largeHandshakeMemory << 20)
-            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxInFlight: min(maxProbes, maxConnections),
-                                largeHandshakes: largeHandshakes)
+            let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxBytes: cacheMemory << 19,
+                                maxInFlight: min(maxProbes, maxConnections), largeHandshakes: largeHandshakes)
             let known = try intermediates.map { try certificates(inPEMFile: $0, option: "--intermediates") } ?? []
             inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, accessLog: access, logger: logger,
                                   intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: threads),

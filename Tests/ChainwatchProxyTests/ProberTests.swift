@@ -331,4 +331,21 @@ struct ProberTests {
         #expect(prober.sizes.inFlight == 0)
         #expect(prober.counters.started == 6)
     }
+
+    @Test func cacheStaysWithinItsBytes() throws {
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let prober = Prober(maxBytes: 1_000)   // a refused connection's result weighs about 300 bytes
+        var keys: [ProbeKey] = []
+        for _ in 0..<6 {
+            keys.append(key(port: try freePort()))
+            _ = prober.probeAndWait(keys.last!, from: loop)
+        }
+        #expect(prober.cachedBytes <= 1_000 && prober.cachedBytes > 0)
+        #expect(prober.sizes.cached >= 1 && prober.sizes.cached <= 3)
+        #expect(prober.hasResult(for: keys.last!))    // the oldest go first
+        #expect(!prober.hasResult(for: keys.first!))
+        prober.removeAll()
+        #expect(prober.cachedBytes == 0)
+    }
 }

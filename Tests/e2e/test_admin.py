@@ -110,6 +110,9 @@ def test_a_probed_chain_is_decoded_once_and_a_shared_intermediate_verified_once(
         assert value(m2, "chainwatch_signature_checks_total", result="reused") - reused == 1     # the intermediate
         assert value(m2, "chainwatch_cache_entries", cache="certificates") >= 3
         assert value(m2, "chainwatch_cache_entries", cache="signatures") >= 3
+        # Two chains cached, each weighed at the facts it keeps (a few KB), within the default --cache-memory.
+        assert 2_000 < value(m2, "chainwatch_cache_bytes", cache="verdicts") < 64 * 1024
+        assert 2_000 < value(m2, "chainwatch_cache_bytes", cache="probes") < 64 * 1024
         assert curl(p, "genuine.test", forged.port, "1.3").returncode != 0
         m3 = metrics(p.admin_port)
         assert value(m3, "chainwatch_verdicts_total", action="block", reason="intermediate_mismatch", evidence="probe") == 1
@@ -248,3 +251,11 @@ def test_policy_reloads_are_counted(admin_proxy, pki):
     info = [dict(k[1]) for k in m if k[0] == "chainwatch_policy_info"][0]
     assert info["generation"] == "2"
     assert info["sha256"] != hashlib.sha256(p.policy.read_bytes()).hexdigest(), "the rejected file is not in force"
+
+
+@pytest.mark.parametrize("given", ["0", "65537", "lots"])
+def test_a_cache_memory_out_of_range_stops_the_start_with_the_reason(given):
+    r = subprocess.run([BIN, "run", "--listen", "127.0.0.1:1", "--cache-memory", given], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode != 0
+    assert "--cache-memory" in r.stderr or "cache-memory" in r.stderr, r.stderr

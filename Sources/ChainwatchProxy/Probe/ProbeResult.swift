@@ -26,3 +26,18 @@ public enum ProbeResult: Hashable, Sendable {
         }
     }
 }
+
+extension ProbeResult {
+    /// About the bytes a cached copy of this result keeps alive: the chain as sent, the stapled response, the probe's
+    /// hellos (raw and parsed), the flight's sizes, a fixed part.
+    var retainedBytes: Int {
+        switch self {
+        case .success(let chain):
+            1024 + chain.chainDER.reduce(0) { $0 + 32 + $1.count } + (chain.ocspResponse?.count ?? 0)
+                + 3 * (chain.clientHello.count + chain.serverHello.count) + 24 * chain.serverMessages.count
+                + 16 * chain.serverRecordLengths.count
+        case .failure(let reason), .oversized(let reason):
+            256 + reason.utf8.count
+        }
+    }
+}

@@ -16,8 +16,8 @@ import Synchronization
 ///
 /// Per `ProbeKey`: at most one handshake in flight process-wide (later callers, on any loop, wait for it and get
 /// the same result), then the result is cached (successes for `successTTL`, failures for a short `failureTTL`, so
-/// a flapping upstream is not hammered but recovers). The cache is bounded: past `maxEntries` the expired and
-/// then the oldest results go.
+/// a flapping upstream is not hammered but recovers). The cache is bounded: past `maxEntries` results or `maxBytes`
+/// (a result holds its chain, up to 512 KiB: 10 000 of them were 5 GiB) the expired and then the oldest go.
 ///
 /// Thread safety: `probe`, `invalidate`, `removeAll` and the counters may be used from any thread. The table of
 /// results and waiters is behind one `Lock`, held only for lookups and updates (never across a handshake or a
@@ -32,6 +32,9 @@ public final class Prober: Sendable {
     public let failureTTLMilliseconds: Int64
     /// The most results kept.
     public let maxEntries: Int
+    /// The most bytes the kept results may hold (each weighed by `ProbeResult.retainedBytes`).
+    public let maxBytes: Int
+    public static let defaultMaxBytes = 128 << 20
     /// The most handshakes in flight at once.
     public let maxInFlight: Int
     /// Where a Certificate message over 512 KiB gets room to be read (nil: such a message is `.oversized`).
@@ -49,8 +52,10 @@ public final class Prober: Sendable {
 
     /// - Parameter clock: milliseconds on a monotonic clock (tests pass their own).
     public init(timeoutMilliseconds: Int = 5000, successTTLMilliseconds: Int64 = 300_000, failureTTLMilliseconds: Int64 = 5000,
-                maxEntries: Int = 10_000, maxInFlight: Int = 256, largeHandshakes: LargeHandshakeRoom? = nil,
+                maxEntries: Int = 10_000, maxBytes: Int = defaultMaxBytes, maxInFlight: Int = 256,
+                largeHandshakes: LargeHandshakeRoom? = nil,
                 clock: @escaping @Sendable () -> Int64 = MonotonicClock.milliseconds) {
+        self.maxBytes = max(0, maxBytes)
         self.largeHandshakes = largeHandshakes
         self.maxInFlight = max(1, maxInFlight)
         self.timeoutMilliseconds = max(1, timeoutMilliseconds)
@@ -70,7 +75,7 @@ public final class Prober: Sendable {
         let step = table.withLock { table -> Step in
             if let cached = table.results[key] {
                 if time < cached.expires { return .answer(cached.result) }
-                table.results[key] = nil
+                table.results.remove(key)
             }
             if table.waiters[key] != nil {
                 table.waiters[key]!.append(waiter)
@@ -110,13 +115,13 @@ public final class Prober: Sendable {
     /// Forgets the cached result for `key`: the next probe handshakes again. A handshake in flight is not
     /// affected (its waiters get its result, which is then cached).
     public func invalidate(_ key: ProbeKey) {
-        table.withLock { _ = $0.results.removeValue(forKey: key) }
+        table.withLock { $0.results.remove(key) }
     }
 
     /// Forgets every cached result (handshakes in flight go on, as with `invalidate`). Returns how many.
     @discardableResult
     public func removeAll() -> Int {
-        table.withLock { table in defer { table.results.removeAll() }; return table.results.count }
+        table.withLock { table in defer { table.results.keep { _, _ in false } }; return table.results.count }
     }
 
     /// What the prober holds, for the admin `/state`: cached results not expired (at most `limit`, soonest to
@@ -124,7 +129,7 @@ public final class Prober: Sendable {
     public func state(limit: Int = 1000) -> (cached: [(key: ProbeKey, succeeded: Bool, expiresInMilliseconds: Int64)], running: [ProbeKey]) {
         let time = now()
         return table.withLock { table in
-            let cached = table.results.filter { $0.value.expires > time }
+            let cached = table.results.all.filter { $0.value.expires > time }
                 .sorted { $0.value.expires < $1.value.expires }.prefix(limit)
                 .map { entry -> (key: ProbeKey, succeeded: Bool, expiresInMilliseconds: Int64) in
                     if case .success = entry.value.result { return (entry.key, true, entry.value.expires - time) }
@@ -168,6 +173,9 @@ public final class Prober: Sendable {
     public var sizes: (cached: Int, inFlight: Int, queued: Int) {
         table.withLock { ($0.results.count, $0.inFlight, $0.pending.count - $0.pendingHead) }
     }
+
+    /// What the kept results are weighed at now, in bytes (see `maxBytes`).
+    public var cachedBytes: Int { table.withLock { $0.results.bytes } }
 
     /// Probes that waited for a slot (the cap was reached).
     public var queuedTotal: Int { queued.load(ordering: .relaxed) }
@@ -219,7 +227,9 @@ public final class Prober: Sendable {
         let keep = Self.caches(result)
         let waiters = table.withLock { [maxEntries] table in
             let waiters = table.waiters.removeValue(forKey: key) ?? []
-            if keep { table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries) }
+            if keep {
+                table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries, maxBytes: maxBytes)
+            }
             return waiters
         }
         for waiter in waiters {
@@ -269,7 +279,7 @@ extension Prober {
     }
 
     private struct Table {
-        var results: [ProbeKey: Cached] = [:]
+        var results = WeighedTable<ProbeKey, Cached>()
         /// Handshakes in flight or waiting for a slot, by key, with everyone waiting for them (the starter first).
         /// Never evicted.
         var waiters: [ProbeKey: [Waiter]] = [:]
@@ -291,16 +301,12 @@ extension Prober {
         }
         private var nextSequence: UInt64 = 0
 
-        mutating func store(_ result: ProbeResult, for key: ProbeKey, now: Int64, expires: Int64, maxEntries: Int) {
+        mutating func store(_ result: ProbeResult, for key: ProbeKey, now: Int64, expires: Int64, maxEntries: Int,
+                            maxBytes: Int) {
             nextSequence += 1
-            results[key] = Cached(result: result, expires: expires, sequence: nextSequence)
-            guard results.count > maxEntries else { return }
-            // Over the bound: drop the expired, then the oldest, down to 90 % so this scan is not paid per insert.
-            results = results.filter { $0.value.expires > now }
-            let target = max(1, maxEntries - max(1, maxEntries / 10))
-            guard results.count > target else { return }
-            let oldest = results.sorted { $0.value.sequence < $1.value.sequence }.prefix(results.count - target)
-            for (key, _) in oldest { results[key] = nil }
+            results.insert(Cached(result: result, expires: expires, sequence: nextSequence), for: key,
+                           weight: result.retainedBytes, maxEntries: maxEntries, maxBytes: maxBytes,
+                           live: { $0.expires > now }, order: { $0.sequence < $1.sequence })
         }
     }
 }
