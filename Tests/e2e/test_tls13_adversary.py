@@ -379,6 +379,37 @@ def test_rsa_and_ecdsa_leaves_both_pass(start_proxy, tmp_path, pki, rsa_leaf, cl
     assert key_line in ran.stdout, "the server did not pick the leaf the client asked for"
 
 
+def test_a_client_that_leaves_the_server_one_key_type_does_not_get_the_host_refused_to_others(start_proxy, tmp_path,
+                                                                                               pki, rsa_leaf, closing):
+    """The rule pins the ECDSA leaf's key; the server also has an RSA leaf (a real pair: same name, same issuer). A
+    client offering RSA signatures only gets the RSA chain, which fails the pin: its tunnel is blocked. That verdict
+    follows from the client's offer, not from the host, so it marks the host known-bad for no one: the next client,
+    with an ordinary offer, is judged on its own chain and gets the page. Before, it got 403 for five minutes."""
+    rsa_cert, rsa_key, rsa_fullchain = rsa_leaf
+    policy = tmp_path / "leaf-key-pin.yaml"
+    policy.write_text(f"""version: 1
+defaults:
+  action: alert
+  anchors: [system]
+rules:
+  - name: genuine
+    match: [genuine.test]
+    action: block
+    anchors: [{pki}/genuine-root.pem]
+    pins:
+      leaf:
+        spki: ["{colon_hex(pki.fps['genuine']['spki'])}"]
+""")
+    server = closing(threaded(rsa_fullchain, rsa_key, more_certs=[(pki / "genuine.fullchain.pem", pki / "genuine.key")]))
+    proxy = start(start_proxy, tmp_path, pki, "block", policy=policy)
+    rsa_only = s_client(proxy, server.port, "-ign_eof", "-sigalgs", SIGALGS["rsa"][0])
+    line = expect_caught(proxy, server.port, rsa_only, PAGE, reasons={"spki_mismatch"})
+    assert line["tls"]["server"]["x509"]["public_key_algorithm"] == "rsa", line["tls"]["server"]
+    ordinary = curl(proxy, server.port)
+    assert PAGE in ordinary.stdout, f"the next client was refused: {ordinary}"
+    assert len(read_alert_lines(proxy.alert_log, server.port)) == 1
+
+
 # 7. Resumption and 0-RTT: a resumed handshake shows no certificate at all; the chain still comes from a probe.
 
 def genuine_server(pki, kind):

@@ -283,6 +283,23 @@ final class TunnelInspection {
         if verdictDeadline == nil { startVerdictDeadline() }
     }
 
+    /// Whether a ClientHello leaves the server one key type only: signature algorithms of ECDSA and none of RSA, or
+    /// the other way round (and, for TLS 1.2, cipher suites that authenticate with one of them only). A server with
+    /// an RSA and an ECDSA certificate answers such a client with the chain it keeps for it, which may fail pins the
+    /// other passes: the verdict blocks that tunnel, but does not speak for the host, and marks it known-bad for no
+    /// one (one legacy RSA-only client would otherwise have every client refused `403` for five minutes).
+    static func picksTheKeyType(_ hello: ClientHello, version: TLSVersion?) -> Bool {
+        let ecdsaSchemes: Set<UInt16> = [0x0403, 0x0503, 0x0603, 0x0203]
+        let rsaSchemes: Set<UInt16> = [0x0401, 0x0501, 0x0601, 0x0201, 0x0804, 0x0805, 0x0806, 0x0809, 0x080A, 0x080B]
+        let schemes = hello.signatureAlgorithms
+        if !schemes.isEmpty, schemes.contains(where: ecdsaSchemes.contains) != schemes.contains(where: rsaSchemes.contains) {
+            return true
+        }
+        guard let version, version < .tls1_3 else { return false }
+        let names = hello.cipherSuites.compactMap(\.name)
+        return names.contains { $0.contains("_ECDSA_") } != names.contains { $0.contains("_RSA_") }
+    }
+
     /// Why a probe brought no chain, as the evaluator's input.
     private static func noChain(_ result: ProbeResult) -> TunnelEvent {
         switch result {
@@ -441,7 +458,8 @@ final class TunnelInspection {
         outcome = (verdict.deciding?.action.rawValue ?? "pass", verdict.deciding?.reason.rawValue, evidence?.source.rawValue)
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {
-            if !largeChain, deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost) {
+            if !largeChain, deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost),
+               !(watch.clientHello.map { Self.picksTheKeyType($0, version: facts.protocolVersion) } ?? false) {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds, anchors: snapshot.anchorsGeneration))
