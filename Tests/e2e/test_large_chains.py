@@ -53,7 +53,7 @@ def start(start_proxy, tmp_path, pki, action, *extra):
     return start_own_anchor_proxy(start_proxy, tmp_path, pki, action, probe_timeout=5, extra=extra)
 
 
-def server_bytes_through(proxy, port, tls, want, timeout=10):
+def server_bytes_through(proxy, port, tls, want, timeout=10, alpn=None):
     """A TLS client (Python's ssl over memory BIOs) through the proxy that counts the server's raw bytes until
     `want` arrived or the connection ends. OpenSSL's client refuses a Certificate over 100 KiB itself; the count is
     what tells whether chainwatch passed the server's flight."""
@@ -68,6 +68,8 @@ def server_bytes_through(proxy, port, tls, want, timeout=10):
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         ctx.minimum_version = ctx.maximum_version = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}[tls]
+        if alpn:
+            ctx.set_alpn_protocols([alpn])
         incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         tls_obj = ctx.wrap_bio(incoming, outgoing, server_hostname="genuine.test")
         received = 0
@@ -338,3 +340,23 @@ def test_a_client_that_leaves_while_the_probe_made_first_runs_still_gets_its_ver
     found = verdicts(admin)
     assert sum(found.values()) == 1 and list(found)[0][:2] == ("pass", "none"), found
     assert metric(admin, "chainwatch_probes_started_total") == 1
+
+
+def test_probe_results_stay_within_the_cache_memory(start_proxy, tmp_path, pki, leaves, closing):
+    """--cache-memory bounds the caches by what their entries hold, not only by their count: 60 TLS 1.3 tunnels, each
+    with an offer of its own (another ALPN name), leave 60 probe results of a 210 KB chain (12 MB); with
+    --cache-memory 16 the probe results may hold 8 MiB, and the oldest go. Every tunnel still passes, quietly."""
+    full, key, length = leaves["210k"]
+    server = closing(HTTPServer(certfile=str(full), keyfile=str(key), tls="1.3"))
+    admin = free_port()
+    proxy = start(start_proxy, tmp_path, pki, "alert", "--cache-memory", "16", "--admin", f"127.0.0.1:{admin}")
+    for n in range(60):
+        assert server_bytes_through(proxy, server.port, "1.3", want=length, alpn=f"p{n}") >= length
+    deadline = time.monotonic() + 10
+    while metric(admin, "chainwatch_probes_finished_total", result="chain") < 60 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert metric(admin, "chainwatch_probes_finished_total", result="chain") == 60
+    held, entries = metric(admin, "chainwatch_cache_bytes", cache="probes"), metric(admin, "chainwatch_cache_entries", cache="probes")
+    assert 4 << 20 < held <= 8 << 20, held
+    assert 15 < entries < 40, entries
+    assert_no_alert_lines(proxy, server.port)
