@@ -19,18 +19,19 @@ struct WeighedTable<Key: Hashable, Value> {
     }
 
     /// Sets `value` for `key`. When it would not fit within `maxEntries` and `maxBytes`, the entries that are not
-    /// `live` go, and then, if it still would not fit, entries in `order` (the first first; any order when nil) until
-    /// the rest fills at most 90 % of both bounds, so that this pass is not paid again at the next insert. A value
-    /// weighed over `maxBytes` is not kept (nor what `key` held before).
+    /// `live` go, and then entries in `order` (the first first; any order when nil) until the rest fills at most 90 %
+    /// of both bounds: so the pass over the whole table is not paid again at the next insert (also when the dead
+    /// alone made room: a table at its bound where entries keep expiring would otherwise pay it at every insert). A
+    /// value weighed over `maxBytes` is not kept (nor what `key` held before).
     mutating func insert(_ value: Value, for key: Key, weight: Int, maxEntries: Int, maxBytes: Int, live: (Value) -> Bool,
                          order: ((Value, Value) -> Bool)? = nil) {
         remove(key)
         guard weight <= maxBytes else { return }
         if entries.count + 1 > maxEntries || bytes + weight > maxBytes {
             keep { _, value in live(value) }
-            if entries.count + 1 > maxEntries || bytes + weight > maxBytes {
-                let entryTarget = max(0, maxEntries - max(1, maxEntries / 10) - 1)
-                let byteTarget = max(0, maxBytes - maxBytes / 10 - weight)
+            let entryTarget = max(0, maxEntries - max(1, maxEntries / 10) - 1)
+            let byteTarget = max(0, maxBytes - maxBytes / 10 - weight)
+            if entries.count > entryTarget || bytes > byteTarget {
                 let victims = order.map { order in entries.sorted { order($0.value.value, $1.value.value) }.map(\.key) }
                     ?? Array(entries.keys)
                 for victim in victims {

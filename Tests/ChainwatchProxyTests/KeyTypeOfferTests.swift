@@ -18,19 +18,21 @@ struct KeyTypeOfferTests {
 
     @Test func anOrdinaryOfferLeavesTheServerItsChoice() {
         let hello = Self.hello(schemes: [Self.ecdsa, Self.pss, Self.pkcs1], suites: [Self.tls13Suite, Self.ecdsaSuite, Self.rsaSuite])
-        #expect(!TunnelInspection.picksTheKeyType(hello, version: .tls1_3))
-        #expect(!TunnelInspection.picksTheKeyType(hello, version: .tls1_2))
-        #expect(!TunnelInspection.picksTheKeyType(hello, version: nil))
+        #expect(TunnelInspection.onlyKeyType(offeredBy: hello, version: .tls1_3) == nil)
+        #expect(TunnelInspection.onlyKeyType(offeredBy: hello, version: .tls1_2) == nil)
+        #expect(TunnelInspection.onlyKeyType(offeredBy: hello, version: nil) == nil)
     }
 
     @Test func signatureAlgorithmsOfOneKeyTypePickIt() {
-        #expect(TunnelInspection.picksTheKeyType(Self.hello(schemes: [Self.pss, Self.pkcs1], suites: [Self.tls13Suite]), version: .tls1_3))
-        #expect(TunnelInspection.picksTheKeyType(Self.hello(schemes: [Self.ecdsa], suites: [Self.tls13Suite]), version: .tls1_3))
+        #expect(TunnelInspection.onlyKeyType(offeredBy: Self.hello(schemes: [Self.pss, Self.pkcs1], suites: [Self.tls13Suite]),
+                                             version: .tls1_3) == .rsa)
+        #expect(TunnelInspection.onlyKeyType(offeredBy: Self.hello(schemes: [Self.ecdsa], suites: [Self.tls13Suite]),
+                                             version: .tls1_3) == .ec)
     }
 
     @Test func tls12SuitesOfOneKeyTypePickIt() {
         let rsaSuitesOnly = Self.hello(schemes: [Self.ecdsa, Self.pss], suites: [Self.tls13Suite, Self.rsaSuite])
-        #expect(TunnelInspection.picksTheKeyType(rsaSuitesOnly, version: .tls1_2))
-        #expect(!TunnelInspection.picksTheKeyType(rsaSuitesOnly, version: .tls1_3))   // suites do not authenticate in 1.3
+        #expect(TunnelInspection.onlyKeyType(offeredBy: rsaSuitesOnly, version: .tls1_2) == .rsa)
+        #expect(TunnelInspection.onlyKeyType(offeredBy: rsaSuitesOnly, version: .tls1_3) == nil)   // suites do not authenticate in 1.3
     }
 }

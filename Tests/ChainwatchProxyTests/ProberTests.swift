@@ -335,7 +335,8 @@ struct ProberTests {
     @Test func cacheStaysWithinItsBytes() throws {
         let loop = try LoopThread(index: 0)
         defer { loop.stop() }
-        let prober = Prober(maxBytes: 1_000)   // a refused connection's result weighs about 300 bytes
+        // A refused connection's result weighs about 300 bytes; kept a minute, so none expires during the test.
+        let prober = Prober(failureTTLMilliseconds: 60_000, maxBytes: 1_000)
         var keys: [ProbeKey] = []
         for _ in 0..<6 {
             keys.append(key(port: try freePort()))

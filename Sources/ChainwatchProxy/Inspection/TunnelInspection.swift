@@ -248,7 +248,7 @@ final class TunnelInspection {
                     judgingFirstProbe = false
                     // The tunnel closed meanwhile: its verdict is this one (an alert line is not lost with it).
                     if verdict.action == .block || tunnelEnded { return finish(verdict, evidence: evidence, rule: rule) }
-                    if !Prober.caches(result) { keepForThisTunnel(probe, key: key) }
+                    keepForThisTunnel(probe, key: key)
                     report(.reconnect)
                     // A passing chain is judged again when the tunnel's ServerHello comes (from the cache, with the
                     // hellos compared). Had the machine kept the connection (bytes had passed), the server may have
@@ -264,40 +264,48 @@ final class TunnelInspection {
         }
     }
 
-    /// A first probe's chain the prober does not cache (over the 512 KiB a probe reads by default), kept for this
-    /// tunnel's ServerHello, with room for it. Without it the tunnel would need a second probe while it holds its own
-    /// upstream connection, and a server that serves one connection at a time leaves that probe waiting until it times
-    /// out: a genuine chain blocked as `probe_failed`. Without room, that second probe is made, as before.
+    /// The first probe's result, kept for this tunnel's ServerHello (the prober's cache may not keep it: a chain over
+    /// the 512 KiB a probe reads by default is never cached, and the cache's bounds may drop any result). Without it
+    /// the tunnel would need a second probe while it holds its own upstream connection, and a server that serves one
+    /// connection at a time leaves that probe waiting until it times out: a genuine chain blocked as `probe_failed`.
     private var firstProbe: (key: ProbeKey, probe: ProbeChain)?
-    /// The room the kept chain takes while it waits or is weighed (part of `room`, with any held bytes).
+    /// The room a kept chain over 512 KiB takes while it waits or is weighed (part of `room`, with any held bytes).
     private var keptProbeBytes = 0
 
-    /// The server then has the verdict deadline, from now, to show its handshake: a server that took the reconnect
-    /// and sends nothing (its client keeping the tunnel open with a byte now and then) does not hold the room longer.
+    /// A result the prober would cache is shared with it (no copy); a larger one takes room first, and the server
+    /// then has the verdict deadline, from now, to show its handshake: a server that took the reconnect and sends
+    /// nothing (its client keeping the tunnel open with a byte now and then) does not hold the room longer. Without
+    /// room, the tunnel probes again, as before.
     private func keepForThisTunnel(_ probe: ProbeChain, key: ProbeKey) {
-        let bytes = probe.chainDER.reduce(0) { $0 + $1.count } + Self.roomSlack
-        guard room == nil, let granted = inspector.largeHandshakes.reserve(bytes) else { return }
-        room = granted
-        keptProbeBytes = bytes
+        let chainBytes = probe.chainDER.reduce(0) { $0 + $1.count }
+        if chainBytes > TLSClient.defaultMaxCertificateList {
+            guard room == nil, let granted = inspector.largeHandshakes.reserve(chainBytes + Self.roomSlack) else { return }
+            room = granted
+            keptProbeBytes = granted.bytes
+            verdictDeadline?.cancel()   // one started at an earlier server byte may have fired while the probe ran
+            startVerdictDeadline()
+        }
         firstProbe = (key, probe)
-        if verdictDeadline == nil { startVerdictDeadline() }
     }
 
-    /// Whether a ClientHello leaves the server one key type only: signature algorithms of ECDSA and none of RSA, or
-    /// the other way round (and, for TLS 1.2, cipher suites that authenticate with one of them only). A server with
-    /// an RSA and an ECDSA certificate answers such a client with the chain it keeps for it, which may fail pins the
-    /// other passes: the verdict blocks that tunnel, but does not speak for the host, and marks it known-bad for no
-    /// one (one legacy RSA-only client would otherwise have every client refused `403` for five minutes).
-    static func picksTheKeyType(_ hello: ClientHello, version: TLSVersion?) -> Bool {
+    /// The one key type, RSA or ECDSA (`.ec`), a ClientHello leaves the server: signature algorithms of one and none
+    /// of the other (and, for TLS 1.2, cipher suites that authenticate with one of them only); nil when it leaves both.
+    /// A server with an RSA and an ECDSA certificate answers such a client with the chain it keeps for that type,
+    /// which may fail pins the other passes: a block verdict on a leaf of the type the client picked blocks that
+    /// tunnel, but does not speak for the host, and marks it known-bad for no one (one legacy RSA-only client would
+    /// otherwise have every client refused `403` for five minutes).
+    static func onlyKeyType(offeredBy hello: ClientHello, version: TLSVersion?) -> CertificateFacts.KeyType? {
         let ecdsaSchemes: Set<UInt16> = [0x0403, 0x0503, 0x0603, 0x0203]
         let rsaSchemes: Set<UInt16> = [0x0401, 0x0501, 0x0601, 0x0201, 0x0804, 0x0805, 0x0806, 0x0809, 0x080A, 0x080B]
+        func one(_ ecdsa: Bool, _ rsa: Bool) -> CertificateFacts.KeyType? { ecdsa == rsa ? nil : ecdsa ? .ec : .rsa }
         let schemes = hello.signatureAlgorithms
-        if !schemes.isEmpty, schemes.contains(where: ecdsaSchemes.contains) != schemes.contains(where: rsaSchemes.contains) {
-            return true
+        if !schemes.isEmpty,
+           let type = one(schemes.contains(where: ecdsaSchemes.contains), schemes.contains(where: rsaSchemes.contains)) {
+            return type
         }
-        guard let version, version < .tls1_3 else { return false }
+        guard let version, version < .tls1_3 else { return nil }
         let names = hello.cipherSuites.compactMap(\.name)
-        return names.contains { $0.contains("_ECDSA_") } != names.contains { $0.contains("_RSA_") }
+        return one(names.contains { $0.contains("_ECDSA_") }, names.contains { $0.contains("_RSA_") })
     }
 
     /// Why a probe brought no chain, as the evaluator's input.
@@ -458,8 +466,9 @@ final class TunnelInspection {
         outcome = (verdict.deciding?.action.rawValue ?? "pass", verdict.deciding?.reason.rawValue, evidence?.source.rawValue)
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
         if verdict.action == .block, let deciding = verdict.deciding {
+            let picked = watch.clientHello.flatMap { Self.onlyKeyType(offeredBy: $0, version: facts.protocolVersion) }
             if !largeChain, deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost),
-               !(watch.clientHello.map { Self.picksTheKeyType($0, version: facts.protocolVersion) } ?? false) {
+               picked == nil || evidence?.validation.presented.first?.keyType != picked {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: deciding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
                 expires: now + inspector.cache.knownBadMilliseconds, anchors: snapshot.anchorsGeneration))

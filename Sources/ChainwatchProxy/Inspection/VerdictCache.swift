@@ -54,9 +54,11 @@ public final class VerdictCache: Sendable {
     public static let maxEntriesPerShard = 4096
     /// The default `maxBytes`.
     public static let defaultMaxBytes = 128 << 20
-    /// Bytes the verdicts may hold, all shards together (an eighth of it also bounds the known-bad marks); past it a
-    /// shard drops expired entries, then arbitrary ones. An entry weighed over a shard's share is not kept.
+    /// Bytes the verdicts and the known-bad marks may hold together: an eighth for the marks, the rest shared by the
+    /// verdict shards. Past its share a shard drops expired entries, then arbitrary ones (to 90 %). An entry weighed
+    /// over a shard's share is not kept.
     public let maxBytes: Int
+    private var shardBytes: Int { (maxBytes - maxBytes / 8) / Self.shardCount }
     /// How long a verdict is reused (also bounded by the leaf's not-after).
     public let ttlMilliseconds: Int64
     /// How long an upstream that was blocked keeps getting `403` without a new handshake.
@@ -99,7 +101,7 @@ public final class VerdictCache: Sendable {
         let weight = evidence.retainedBytes
         shard(key).table.withLock { table in
             table.insert(entry, for: key, weight: weight, maxEntries: Self.maxEntriesPerShard,
-                         maxBytes: maxBytes / Self.shardCount, live: { $0.expires > now })
+                         maxBytes: shardBytes, live: { $0.expires > now })
         }
     }
 
@@ -112,8 +114,9 @@ public final class VerdictCache: Sendable {
     /// Past `maxEntriesPerShard` marks or an eighth of `maxBytes`, the expired go, then the soonest to expire.
     public func markBad(_ upstream: Authority, _ bad: KnownBad) {
         let now = bad.expires - knownBadMilliseconds
+        let weight = bad.weight   // outside the lock every CONNECT takes: it walks the chain's names
         knownBad.withLock { table in
-            table.insert(bad, for: upstream, weight: bad.weight, maxEntries: Self.maxEntriesPerShard, maxBytes: maxBytes / 8,
+            table.insert(bad, for: upstream, weight: weight, maxEntries: Self.maxEntriesPerShard, maxBytes: maxBytes / 8,
                          live: { $0.expires > now }, order: { $0.expires < $1.expires })
         }
     }
