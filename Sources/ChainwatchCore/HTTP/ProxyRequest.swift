@@ -44,7 +44,14 @@ public enum ProxyRequest: Sendable, Equatable {
         guard BodyFraming.request(head) != nil else {
             throw Refusal(status: 400, reason: "ambiguous request body length (Content-Length and Transfer-Encoding)")
         }
-        return .forward(authority, head: rewritten(head, path: path, authority: authorityText, via: via))
+        let forwarded = rewritten(head, path: path, authority: authorityText, via: via)
+        // The rewrite adds up to three fields (Host, Via, Connection): a head at the field limit would go upstream
+        // over it, where a server with the same limit (Apache's LimitRequestFields is 100 too) refuses it.
+        guard forwarded.headers.count <= RequestHeadParser.maxHeaderCount else {
+            throw Refusal(status: 431, reason: "the request would be forwarded with \(forwarded.headers.count) header fields, "
+                          + "over the \(RequestHeadParser.maxHeaderCount) this proxy takes")
+        }
+        return .forward(authority, head: forwarded)
     }
 
     /// Hop-by-hop fields (RFC 9110 §7.6.1) that a proxy must not forward, plus those named in `Connection`.

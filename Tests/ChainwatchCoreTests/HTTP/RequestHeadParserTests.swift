@@ -166,6 +166,30 @@ import Testing
         #expect(BodyFraming.response(try r("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n"), requestMethod: "GET") == nil)
     }
 
+    /// `Fixtures/fuzz/request-forwarded-over-field-limit`: a GET in absolute form with 100 header fields, the most
+    /// the parser takes, and no Host. Rewritten for its upstream it gained Host, Via and Connection: 103 fields, a head
+    /// this proxy itself (and Apache, LimitRequestFields 100) refuses. Now it is refused here, 431, with the count.
+    @Test func aRequestThatWouldBeForwardedOverTheFieldLimitIs431() throws {
+        let (head, _) = try #require(try RequestHeadParser.parse(try FuzzFixture.bytes("request-forwarded-over-field-limit")))
+        #expect(head.headers.count == RequestHeadParser.maxHeaderCount)
+        do throws(ProxyRequest.Refusal) {
+            _ = try ProxyRequest.classify(head)
+            Issue.record("forwarded")
+        } catch {
+            #expect(error.status == 431 && error.reason.contains("103 header fields"), "\(error)")
+        }
+        // With a Host (replaced, not added) and 97 more fields: forwarded with exactly the limit; one more is refused.
+        func forwarded(extraFields n: Int) throws -> RequestHead? {
+            let fields = (0..<n).map { "X-Field-\($0): \($0)\r\n" }.joined()
+            let text = "GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\(fields)\r\n"
+            let (head, _) = try #require(try RequestHeadParser.parse(Array(text.utf8)))
+            guard case .forward(_, let out)? = try? ProxyRequest.classify(head) else { return nil }
+            return out
+        }
+        #expect(try forwarded(extraFields: RequestHeadParser.maxHeaderCount - 3)?.headers.count == RequestHeadParser.maxHeaderCount)
+        #expect(try forwarded(extraFields: RequestHeadParser.maxHeaderCount - 2) == nil)
+    }
+
     /// `Fixtures/fuzz/request-te-kelvin-sign`: curl's chunked upload with `Transfer-Encoding: chun\u{212A}ed`, a KELVIN
     /// SIGN for the k. Unicode lowercasing made it `chunked`, so the proxy framed a chunked body that a server reading
     /// bytes does not (and, in a response, kept the client connection while the client read until close). Now
