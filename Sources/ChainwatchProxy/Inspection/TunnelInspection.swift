@@ -129,7 +129,8 @@ final class TunnelInspection {
         }
         if need == .moreBytes, let length = watch.announcedServerMessageLength,
            length > TLSObserver.maxServerHandshakeMessageLength, !makeRoom(for: length) { return }
-        if probing || judgingFirstProbe {   // the evidence is on its way or being weighed: more of the flight is all these bytes add
+        // The evidence is on its way or being weighed: more of the flight is all these bytes add.
+        if probing || judgingFirstProbe {
             if pendingEvidence != nil { weighEvidence(flightEnded: false) }
             return
         }
@@ -250,9 +251,9 @@ final class TunnelInspection {
                     if verdict.action == .block || tunnelEnded { return finish(verdict, evidence: evidence, rule: rule) }
                     keepForThisTunnel(probe, key: key)
                     report(.reconnect)
-                    // A passing chain is judged again when the tunnel's ServerHello comes (from the cache, with the
-                    // hellos compared). Had the machine kept the connection (bytes had passed), the server may have
-                    // answered meanwhile.
+                    // A passing chain is judged again when the tunnel's ServerHello comes (the kept result, with the
+                    // hellos compared; its verdict from the cache). Had the machine kept the connection (bytes had
+                    // passed), the server may have answered meanwhile.
                     if let decided = watch.decided { handle(decided) }
                 }
             case .failure, .oversized:
