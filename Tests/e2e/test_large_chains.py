@@ -252,6 +252,33 @@ def open_tunnel(proxy, port):
     return sock
 
 
+def relay(conn, first, backend_port, pause_after=None, pause=0.0):
+    """Relays a connection whose first bytes were `first` to a server on `backend_port`; the server's bytes stop for
+    `pause` seconds once `pause_after` of them have been passed."""
+    upstream = socket.create_connection(("127.0.0.1", backend_port))
+    upstream.sendall(first)
+
+    def back():
+        passed, paused = 0, pause_after is None
+        try:
+            while data := upstream.recv(16384):
+                if not paused and passed + len(data) >= pause_after:
+                    conn.sendall(data[:pause_after - passed])
+                    data, passed, paused = data[pause_after - passed:], pause_after, True
+                    time.sleep(pause)
+                conn.sendall(data)
+                passed += len(data)
+        except OSError:
+            pass
+    threading.Thread(target=back, daemon=True).start()
+    try:
+        while data := conn.recv(65536):
+            upstream.sendall(data)
+    except OSError:
+        pass
+    upstream.close()
+
+
 class GenuineThenSilent:
     """In front of a genuine TLS server: the first `relayed` connections that send bytes (chainwatch's probe, made
     first under block: for a 1 MB chain one handshake that stops at 512 KiB and one with room for 2 MiB) are relayed
@@ -267,28 +294,13 @@ class GenuineThenSilent:
         if not first:
             return
         with self.lock:
-            relay = self.left > 0
+            relayed = self.left > 0
             self.left -= 1
-        if not relay:
+        if not relayed:
             while conn.recv(65536):
                 pass
             return
-        upstream = socket.create_connection(("127.0.0.1", self.backend_port))
-        upstream.sendall(first)
-
-        def back():
-            try:
-                while data := upstream.recv(65536):
-                    conn.sendall(data)
-            except OSError:
-                pass
-        threading.Thread(target=back, daemon=True).start()
-        try:
-            while data := conn.recv(65536):
-                upstream.sendall(data)
-        except OSError:
-            pass
-        upstream.close()
+        relay(conn, first, self.backend_port)
 
 
 def test_a_kept_probe_chain_gives_its_room_back_when_the_server_then_says_nothing(start_proxy, tmp_path, pki, leaves,
@@ -307,8 +319,9 @@ def test_a_kept_probe_chain_gives_its_room_back_when_the_server_then_says_nothin
     sock = open_tunnel(proxy, server.port)
     try:
         sock.sendall(client_hello("1.3"))
-        deadline = time.monotonic() + 10
-        while metric(admin, "chainwatch_large_handshake_bytes") == 0 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10   # the probe's own room (6 MiB, for its handshake with room for 2 MiB) first
+        while (metric(admin, "chainwatch_large_handshakes_total", result="granted") < 2
+               or metric(admin, "chainwatch_probes_in_flight") > 0) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert metric(admin, "chainwatch_large_handshake_bytes") > length   # the kept chain's room
         lines = wait_alert_lines(proxy.alert_log, server.port, 1, timeout=8)
@@ -359,4 +372,27 @@ def test_probe_results_stay_within_the_cache_memory(start_proxy, tmp_path, pki, 
     held, entries = metric(admin, "chainwatch_cache_bytes", cache="probes"), metric(admin, "chainwatch_cache_entries", cache="probes")
     assert 4 << 20 < held <= 8 << 20, held
     assert 15 < entries < 40, entries
+    assert_no_alert_lines(proxy, server.port)
+
+
+def test_a_client_that_leaves_mid_flight_raises_nothing(start_proxy, tmp_path, pki, leaves, closing):
+    """Under alert, a TLS 1.3 client that reads 64 KB of a genuine server's 1 MB flight and closes (as OpenSSL's client
+    does once a Certificate passes its 100 KiB, or when it refuses a chain) leaves a tunnel whose flight is short of
+    the probe's, every record so far alike. That is no sign of interception: judged by the probe, it passes, with no
+    alert line. Before, it was evidence_mismatch ("stopped after N of the probe's M records")."""
+    full, key, length = leaves["1m"]
+    genuine = closing(HTTPServer(certfile=str(full), keyfile=str(key), tls="1.3"))
+
+    def pausing(conn):   # the flight stops a second after 64 KB: the client is gone before the rest comes
+        first = conn.recv(65536)
+        if first:
+            relay(conn, first, genuine.port, pause_after=64 * 1024, pause=1.0)
+    server = closing(TCPServer(pausing))
+    admin = free_port()
+    proxy = start(start_proxy, tmp_path, pki, "alert", "--admin", f"127.0.0.1:{admin}")
+    assert server_bytes_through(proxy, server.port, "1.3", want=60 * 1024) >= 60 * 1024
+    deadline = time.monotonic() + 10
+    while not verdicts(admin) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert verdicts(admin) == {("pass", "none", "probe"): 1}, read_alert_lines(proxy.alert_log)
     assert_no_alert_lines(proxy, server.port)

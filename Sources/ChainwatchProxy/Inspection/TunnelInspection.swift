@@ -141,7 +141,7 @@ final class TunnelInspection {
     func abandon() {
         tunnelEnded = true   // no more of the flight will come, now or after a re-probe
         verdictDeadline?.cancel()
-        if pendingEvidence != nil { weighEvidence(flightEnded: true) }
+        if pendingEvidence != nil { weighEvidence(flightEnded: false) }
         guard !isFinished, !probing, !judging else { return }
         isFinished = true
         letGoOfBuffers()
@@ -395,10 +395,18 @@ final class TunnelInspection {
         var difference = disagreement(with: probe)
         if difference == nil, let tunnelHello = watch.serverHello, let clientHello = watch.clientHello, tunnelHello.version >= .tls1_3,
            let probeClient = probe.parsedClientHello {
+            // A tunnel whose bytes flowed and that ended with its flight short of the probe's, every record so far
+            // alike, is judged by the probe: its client saw the flight and went away mid-handshake (OpenSSL's client
+            // does as soon as a Certificate passes its 100 KiB, or when it refuses the chain), and completed no
+            // handshake on it. A held tunnel's client saw nothing: one that ends short was given up on because the
+            // server stalled, and that is a difference, as is a record of another length, and a flight that stops
+            // short while the tunnel stays open (at the flight deadline).
             switch FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking,
-                                           flightEnded: flightEnded || tunnelEnded,
+                                           flightEnded: flightEnded || (tunnelEnded && holds),
                                            probe: probe.flight, serverHello: tunnelHello, clientHello: clientHello,
                                            probeClientHello: probeClient) {
+            case .needsMoreRecords where tunnelEnded && !holds:
+                break
             case .needsMoreRecords:
                 // The tunnel's flight must be able to reach the probe's size while it is held: past the 256 KiB a
                 // tunnel holds by default (a Certificate over 224 KiB), it takes room for the held bytes.
@@ -466,8 +474,10 @@ final class TunnelInspection {
         let now = loop.cachedMilliseconds
         outcome = (verdict.deciding?.action.rawValue ?? "pass", verdict.deciding?.reason.rawValue, evidence?.source.rawValue)
         inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: now)
+        let picked = watch.clientHello.flatMap { Self.onlyKeyType(offeredBy: $0, version: facts.protocolVersion) }
+        // Before the decision reaches the connection: once its client sees the verdict, the room is free for others.
+        letGoOfBuffers()
         if verdict.action == .block, let deciding = verdict.deciding {
-            let picked = watch.clientHello.flatMap { Self.onlyKeyType(offeredBy: $0, version: facts.protocolVersion) }
             if !largeChain, deciding.marksUpstreamBad(serverName: facts.serverName, connectHost: facts.connectHost),
                picked == nil || evidence?.validation.presented.first?.keyType != picked {
                 inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
@@ -478,6 +488,5 @@ final class TunnelInspection {
         } else {
             report(.decided(.release))
         }
-        letGoOfBuffers()
     }
 }
