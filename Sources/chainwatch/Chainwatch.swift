@@ -73,7 +73,7 @@ struct Run: ParsableCommand {
     var largeHandshakeMemory = Inspector.defaultLargeHandshakeMemory >> 20
 
     @Option(name: .customLong("cache-memory"),
-            help: "MiB the caches of chains may hold: half for cached verdicts (an eighth of that for known-bad marks), half for probe results. Past it the expired entries go, then the oldest (probes), any (verdicts) or the soonest to expire (marks); a chain of thousands of names weighs hundreds of KB, a usual one 3 to 5 KB.")
+            help: "MiB the caches of chains may hold: half for cached verdicts (an eighth of that for known-bad marks), half for probe results. Past it the expired entries go, then the oldest (probes), any (verdicts) or the soonest to expire (marks); a chain of thousands of names weighs hundreds of KB, a usual one a few KB.")
     var cacheMemory = (VerdictCache.defaultMaxBytes + Prober.defaultMaxBytes) >> 20
 
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
