@@ -110,3 +110,7 @@ final class HandshakeCapture {
         }
     }
 }
+
+extension TLSClientResult: InspectionProbe {
+    public var chainByteCount: Int { chainDER.reduce(0) { $0 + $1.count } }
+}

@@ -15,25 +15,23 @@ final class ProxyConnection: ConnectionDelegate {
     unowned let worker: Worker
     let client: Connection
     let clientAddress: SocketAddress
-    private var machine: ConnectionMachine
-    private var upstream: Connection?
+    var machine: ConnectionMachine
+    var upstream: Connection?
     private var addresses: [SocketAddress] = []
-    private var connectedAddress: SocketAddress?
+    var connectedAddress: SocketAddress?
     private var pumps: [Side: SplicePump] = [:]
-    private var inspection: TunnelInspection?
-    private var snapshot: PolicySnapshot?
+    var inspection: TunnelInspection?
+    var snapshot: PolicySnapshot?
     private lazy var timer = Timer(loop: worker.loop) { [unowned self] in self.timerFired() }
     private var lastActivity: Int64 = 0
-    private var events: [ConnectionMachine.Event] = []
+    var events: [ConnectionMachine.Event] = []
     /// Reused for every event's actions.
     private var actions: [ConnectionMachine.Action] = []
-    /// The server stream offset up to which the inspection let bytes pass while holding (a HelloRetryRequest).
-    private var passedServerBytes = 0
     private var handling = false
     /// How the connection ends, for the metrics and the access log.
-    private var outcome = CloseOutcome.dropped
+    var outcome = CloseOutcome.dropped
     /// For the access log: what is logged of the request or tunnel in progress, since `accessStart`.
-    private var access = AccessState()
+    var access = AccessState()
 
     init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress) {
         self.id = id
@@ -104,7 +102,7 @@ final class ProxyConnection: ConnectionDelegate {
         run(actions)   // executing an action never handles an event (they are queued), so `actions` stays put
     }
 
-    private func connection(_ side: Side) -> Connection? { side == .client ? client : upstream }
+    func connection(_ side: Side) -> Connection? { side == .client ? client : upstream }
     private func side(of connection: Connection) -> Side { connection === client ? .client : .upstream }
 
     func connectionDidRead(_ connection: Connection) {
@@ -282,7 +280,7 @@ final class ProxyConnection: ConnectionDelegate {
         if access.requestLine != nil {   // a request (or tunnel) in progress; a keep-alive client idle between requests has none
             logAccess(kind: outcome == .refused ? .refused : (outcome == .http ? .http : .tunnel))
         }
-        inspection?.abandon()
+        inspection?.tunnelClosed()
         inspection = nil
         timer.cancel()
         for pump in pumps.values { pump.close() }
@@ -292,139 +290,5 @@ final class ProxyConnection: ConnectionDelegate {
         upstream = nil
         worker.stats.closed(outcome)
         worker.connectionClosed(self)
-    }
-}
-
-extension ProxyConnection {
-    // MARK: - Access log
-
-    /// What the access line of the request or tunnel in progress says so far.
-    struct AccessState {
-        /// The request line (split only when a line is written: most proxies run without an access log).
-        var requestLine: String?
-        /// The request's upstream (the machine forgets it when an exchange ends, before the line is written).
-        var target: Authority?
-        var started: Int64 = 0
-        var status: Int?
-        var fromClient = 0
-        var toClient = 0
-        var closeReason = AccessRecord.CloseReason.closed
-        var detail: String?
-
-        mutating func request(_ line: String, now: Int64) {
-            requestLine = line
-            started = now
-        }
-
-        /// The method, and the target unless it is a CONNECT's (the destination says that one).
-        var methodAndURL: (method: String?, url: String?) {
-            guard let parts = requestLine?.split(separator: " ", maxSplits: 1) else { return (nil, nil) }
-            let method = parts.first.map(String.init)
-            return (method, parts.count == 2 && method != "CONNECT" ? String(parts[1]) : nil)
-        }
-
-        /// Bytes the client sent (request heads and bodies, tunnel bytes), or that it was sent.
-        mutating func moved(_ count: Int, from side: Side) {
-            if side == .client { fromClient += count } else { toClient += count }
-        }
-    }
-
-    /// Writes the access line of the request or tunnel in progress (when there is an access log), then starts afresh
-    /// for the next request on the connection.
-    private func logAccess(kind: AccessRecord.Kind) {
-        defer { access = AccessState() }
-        guard let log = worker.inspector.accessLog, access.requestLine != nil else { return }
-        let (method, url) = access.methodAndURL
-        let now = worker.loop.cachedMilliseconds
-        var known = inspection?.handshakeFacts ?? access.target.map { self.facts(for: $0) } ?? ConnectionFacts(connectHost: "", port: 0)
-        known.upstreamIP = known.upstreamIP ?? connectedAddress?.ip
-        let verdict = inspection?.outcome
-        let status = access.status ?? (kind == .tunnel ? 200 : nil)
-        let record = AccessRecord(endMilliseconds: now, durationMilliseconds: max(0, now - access.started), kind: kind,
-                                  connection: known, method: method, url: url, status: status,
-                                  bytesFromClient: access.fromClient, bytesToClient: access.toClient,
-                                  verdict: verdict?.action, reason: verdict?.reason, evidence: verdict?.evidence,
-                                  closeReason: access.closeReason, detail: access.detail, observer: worker.inspector.observer)
-        log.submit(record.jsonLine)
-    }
-
-    // MARK: - Inspection
-
-    private func startInspection() {
-        worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
-        outcome = .tunnel
-        guard let snapshot, let target = machine.target, let connectedAddress else { return }
-        var facts = facts(for: target)
-        facts.upstreamIP = connectedAddress.ip
-        let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
-                                          upstreamAddress: connectedAddress,
-                                          holdLimit: worker.configuration.connectionLimits.holdLimit) { [weak self] event in
-            self?.post(event)
-        }
-        self.inspection = inspection
-        events.append(.hold(.upstream, passingUpTo: 0))   // until the ClientHello picks the rule
-        // Under a rule that holds the server's bytes, the client's wait for its whole ClientHello (for a moment at
-        // most): the probe may have to go first, on an upstream connection none of them has reached.
-        if inspection.holdClientBytesIfNeeded() { events.append(.hold(.client, passingUpTo: 0)) }
-    }
-
-    private func feed(_ side: Side, from offset: Int) {
-        guard let inspection, let connection = connection(side) else {
-            events.append(.inspected(side))
-            return
-        }
-        let held = inspection.holdsServerBytes
-        let clientHeld = inspection.holdsClientBytes
-        connection.input.forEachChunk(from: offset) { chunk in
-            if side == .client { inspection.clientBytes(chunk) } else { inspection.serverBytes(chunk) }
-        }
-        if held, !inspection.holdsServerBytes { events.append(.flowing(.upstream)) }
-        if clientHeld, !inspection.holdsClientBytes, !inspection.isFinished { events.append(.flowing(.client)) }
-        if side == .upstream, inspection.passableServerBytes > passedServerBytes {
-            passedServerBytes = inspection.passableServerBytes
-            events.append(.hold(.upstream, passingUpTo: passedServerBytes))
-        }
-        events.append(.inspected(side))
-    }
-
-    /// What the alert lines say about this client and `authority`, before anything is known of the handshake.
-    private func facts(for authority: Authority) -> ConnectionFacts {
-        ConnectionFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host, port: authority.port)
-    }
-
-    /// Whether a request may go on: an upstream whose last verdict blocked gets `403` (and an alert line), and plain
-    /// HTTP to a host whose rule says `https_only` is alerted or, under block, refused.
-    private func vet(_ request: ProxyRequest, requestLine: String) -> ProxyRequest.Refusal? {
-        let inspector = worker.inspector
-        let now = worker.loop.cachedMilliseconds
-        switch request {
-        case .connect(let authority):
-            let snapshot = inspector.policies.snapshot
-            self.snapshot = snapshot
-            // A mark counts only under the policy and OS trust store that made it: one set by a judgement that was
-            // still in flight across a reload (its rule changed, or the OS store did) answers nobody.
-            guard let bad = inspector.cache.knownBad(authority, now: now), snapshot.ruleIdentities.contains(bad.rule),
-                  bad.anchors == snapshot.anchorsGeneration else { return nil }
-            let rule = snapshot.policy.rule(for: authority.host, port: authority.port)
-            var evidence = bad.evidence
-            evidence?.source = .cache
-            // The line names the evidence that marked the upstream (its handshake's version, cipher, SNI, chain), as
-            // a cached verdict's line does: this connection has had no handshake.
-            var facts = facts(for: authority)
-            facts.serverName = evidence?.serverName
-            facts.protocolVersion = evidence?.protocolVersion
-            facts.cipher = evidence?.cipher
-            facts.upstreamIP = evidence?.connection.upstreamIP
-            inspector.report(Verdict(rule: bad.rule, findings: [bad.finding]), evidence: evidence, rule: rule, tunnel: facts,
-                             nowMilliseconds: now)
-            return .init(status: 403, reason: "blocked by chainwatch: \(bad.finding.reason.rawValue): \(bad.finding.detail)")
-        case .forward(let authority, _):
-            let rule = inspector.policies.snapshot.policy.rule(for: authority.host, port: authority.port)
-            guard rule.httpsOnly else { return nil }
-            let verdict = Evaluator.verdict(for: .plainHTTP(String(requestLine.prefix(200))), rule: rule)
-            inspector.report(verdict, evidence: nil, rule: rule, tunnel: facts(for: authority), nowMilliseconds: now)
-            guard verdict.action == .block else { return nil }
-            return .init(status: 403, reason: "blocked by chainwatch: https_only: plain HTTP to \(authority.host) is not allowed")
-        }
     }
 }

@@ -3,33 +3,62 @@ import Testing
 
 /// Which blocking findings mark an upstream bad for every client: only what the server's chain earned.
 @Suite struct KnownBadTests {
-    static func finding(_ reason: Reason) -> Finding {
-        Finding(reason: reason, level: nil, detail: "d", check: "c", action: .block)
+    static func finding(_ reason: Reason, action: Action = .block) -> Finding {
+        Finding(reason: reason, level: nil, detail: "d", check: "c", action: action)
     }
 
     @Test func theServersChainMarksItsUpstream() {
         for reason: Reason in [.untrustedChain, .rootMismatch, .hostnameMismatch, .expired] {
-            #expect(Self.finding(reason).marksUpstreamBad(serverName: "a.test", connectHost: "a.test"))
-            #expect(Self.finding(reason).marksUpstreamBad(serverName: nil, connectHost: "a.test"))
-            #expect(Self.finding(reason).marksUpstreamBad(serverName: "A.Test.", connectHost: "a.test"), "the same name, written otherwise")
+            #expect(marks(Self.finding(reason), sni: "a.test", host: "a.test"))
+            #expect(marks(Self.finding(reason), sni: nil, host: "a.test"))
+            #expect(marks(Self.finding(reason), sni: "A.Test.", host: "a.test"), "the same name, written otherwise")
         }
     }
 
     @Test func whatAClientCanSteerMarksNothing() {
         for reason: Reason in [.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed] {
-            #expect(!Self.finding(reason).marksUpstreamBad(serverName: "a.test", connectHost: "a.test"), "\(reason)")
+            #expect(!marks(Self.finding(reason), sni: "a.test", host: "a.test"), "\(reason)")
         }
         // A chain judged for another name than the CONNECT host's says nothing about the CONNECT host.
-        #expect(!Self.finding(.hostnameMismatch).marksUpstreamBad(serverName: "other.test", connectHost: "a.test"))
-        #expect(!Self.finding(.untrustedChain).marksUpstreamBad(serverName: "a.test", connectHost: "192.0.2.7"))
+        #expect(!marks(Self.finding(.hostnameMismatch), sni: "other.test", host: "a.test"))
+        #expect(!marks(Self.finding(.untrustedChain), sni: "a.test", host: "192.0.2.7"))
     }
 
     /// An oversized handshake is refused for want of room other tunnels hold: the proxy's state, not the server's
     /// chain (one client holding the room would otherwise deny the host to everyone for the mark's 5 minutes).
     @Test func whatTheProxysOwnStateDecidedMarksNothing() {
-        #expect(!Self.finding(.oversizedHandshake).marksUpstreamBad(serverName: "a.test", connectHost: "a.test"))
-        #expect(!Self.finding(.handshakeTimeout).marksUpstreamBad(serverName: nil, connectHost: "a.test"))
+        #expect(!marks(Self.finding(.oversizedHandshake), sni: "a.test", host: "a.test"))
+        #expect(!marks(Self.finding(.handshakeTimeout), sni: nil, host: "a.test"))
     }
+
+    @Test func anAlertMarksNothing() {
+        #expect(!marks(Self.finding(.untrustedChain, action: .alert), sni: "a.test", host: "a.test"))
+    }
+
+    /// A chain read with room (over 224 KiB) is judged anew for each tunnel; its mark would keep tens of thousands of
+    /// names for minutes.
+    @Test func aLargeChainMarksNothing() {
+        #expect(!marks(Self.finding(.untrustedChain), sni: "a.test", host: "a.test", largeChain: true))
+    }
+
+    /// A client that offered one key type only got the chain the server keeps for that type: its block does not speak
+    /// for the host. A leaf of the other type, or an offer of both, does.
+    @Test func aKeyTypeTheClientPickedMarksNothing() {
+        let rsaOnly = KeyTypeOfferTests.hello(schemes: [KeyTypeOfferTests.pss], suites: [KeyTypeOfferTests.tls13Suite])
+        let both = KeyTypeOfferTests.hello(schemes: [KeyTypeOfferTests.pss, KeyTypeOfferTests.ecdsa], suites: [KeyTypeOfferTests.tls13Suite])
+        #expect(!marks(Self.finding(.rootMismatch), sni: "a.test", host: "a.test", leaf: .rsa, hello: rsaOnly))
+        #expect(marks(Self.finding(.rootMismatch), sni: "a.test", host: "a.test", leaf: .ec, hello: rsaOnly))
+        #expect(marks(Self.finding(.rootMismatch), sni: "a.test", host: "a.test", leaf: .rsa, hello: both))
+        #expect(marks(Self.finding(.rootMismatch), sni: "a.test", host: "a.test", leaf: nil, hello: rsaOnly))
+    }
+}
+
+func marks(_ finding: Finding, sni: String?, host: String, leaf: CertificateFacts.KeyType? = nil, hello: ClientHello? = nil,
+           largeChain: Bool = false) -> Bool {
+    var facts = ConnectionFacts(connectHost: host, port: 443)
+    facts.serverName = sni
+    facts.protocolVersion = .tls1_3
+    return KnownBadRule.marks(finding, facts: facts, leafKeyType: leaf, clientHello: hello, largeChain: largeChain)
 }
 
 /// A held tunnel whose chain did not come in time is closed whatever `on_probe_error` says: a forger who knows the
@@ -40,7 +69,7 @@ import Testing
                  Rule(name: "a", action: .alert, onProbeError: .alert, nonTLS: .block)] {
         let v = Evaluator.verdict(for: .noVerdict("no chain within 5 s"), rule: rule)
         #expect(v.action == .block && v.deciding?.reason == .handshakeTimeout, "\(rule.name)")
-        #expect(v.deciding?.marksUpstreamBad(serverName: "a.test", connectHost: "a.test") == false)
+        #expect(v.deciding.map { marks($0, sni: "a.test", host: "a.test") } == false)
     }
 }
 

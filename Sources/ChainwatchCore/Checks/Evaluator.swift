@@ -90,20 +90,3 @@ public enum TunnelEvent: Sendable, Hashable {
     /// A server handshake message is larger than chainwatch reads (detail: how large).
     case oversizedHandshake(String)
 }
-
-extension Finding {
-    /// Whether this finding, blocking a tunnel that asked for `connectHost` and named `serverName` in its ClientHello,
-    /// marks that upstream bad for every client (their next CONNECT gets 403). Only what the server's chain earned
-    /// does. Findings a client can steer block its own tunnel alone: its own non-TLS bytes, an SNI that disagrees
-    /// with its CONNECT, an offer whose handshake the probe's cannot match, an offer the server refuses (which fails
-    /// the probe made with it), and any finding on a chain judged for a name the client chose instead of its
-    /// CONNECT host. Nor does what the proxy's own state decided: an oversized handshake found no room because other
-    /// tunnels held it (one client opening many would deny the host to all).
-    public func marksUpstreamBad(serverName: String?, connectHost: String) -> Bool {
-        if let serverName, HostName.normalize(serverName) != HostName.normalize(connectHost) { return false }
-        switch reason {
-        case .notTLS, .sniMismatch, .evidenceMismatch, .probeFailed, .handshakeTimeout, .oversizedHandshake: return false
-        default: return true
-        }
-    }
-}

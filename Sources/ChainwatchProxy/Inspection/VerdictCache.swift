@@ -36,18 +36,8 @@ public final class VerdictCache: Sendable {
         public var poolGeneration: Int?
     }
 
-    /// An upstream whose last verdict blocked.
-    public struct KnownBad: Sendable {
-        public var finding: Finding
-        public var ruleName: String
-        public var rule: RuleIdentity
-        public var evidence: Evidence?
-        public var expires: Int64
-        /// The OS trust store's read the finding was judged against (`PolicySnapshot.anchorsGeneration`).
-        public var anchors: Int = 0
-
-        var weight: Int { evidence?.retainedBytes ?? 512 }
-    }
+    /// An upstream whose last verdict blocked (`KnownBadMark`, ChainwatchCore).
+    public typealias KnownBad = KnownBadMark
 
     public static let shardCount = 16
     /// Entries per shard; past it the shard drops expired entries, then arbitrary ones.
@@ -187,3 +177,8 @@ extension CertificateFacts {
     }
 }
 
+
+extension KnownBadMark {
+    /// What a mark keeps alive, for the cache's byte bound.
+    var weight: Int { evidence?.retainedBytes ?? 512 }
+}

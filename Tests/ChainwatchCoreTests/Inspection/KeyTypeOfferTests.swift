@@ -1,5 +1,4 @@
-import ChainwatchCore
-@testable import ChainwatchProxy
+@testable import ChainwatchCore
 import Testing
 
 /// Whether a client's offer leaves a server with an RSA and an ECDSA certificate one choice (then its blocked verdict
@@ -18,21 +17,19 @@ struct KeyTypeOfferTests {
 
     @Test func anOrdinaryOfferLeavesTheServerItsChoice() {
         let hello = Self.hello(schemes: [Self.ecdsa, Self.pss, Self.pkcs1], suites: [Self.tls13Suite, Self.ecdsaSuite, Self.rsaSuite])
-        #expect(TunnelInspection.onlyKeyType(offeredBy: hello, version: .tls1_3) == nil)
-        #expect(TunnelInspection.onlyKeyType(offeredBy: hello, version: .tls1_2) == nil)
-        #expect(TunnelInspection.onlyKeyType(offeredBy: hello, version: nil) == nil)
+        #expect(hello.onlyKeyType(version: .tls1_3) == nil)
+        #expect(hello.onlyKeyType(version: .tls1_2) == nil)
+        #expect(hello.onlyKeyType(version: nil) == nil)
     }
 
     @Test func signatureAlgorithmsOfOneKeyTypePickIt() {
-        #expect(TunnelInspection.onlyKeyType(offeredBy: Self.hello(schemes: [Self.pss, Self.pkcs1], suites: [Self.tls13Suite]),
-                                             version: .tls1_3) == .rsa)
-        #expect(TunnelInspection.onlyKeyType(offeredBy: Self.hello(schemes: [Self.ecdsa], suites: [Self.tls13Suite]),
-                                             version: .tls1_3) == .ec)
+        #expect(Self.hello(schemes: [Self.pss, Self.pkcs1], suites: [Self.tls13Suite]).onlyKeyType(version: .tls1_3) == .rsa)
+        #expect(Self.hello(schemes: [Self.ecdsa], suites: [Self.tls13Suite]).onlyKeyType(version: .tls1_3) == .ec)
     }
 
     @Test func tls12SuitesOfOneKeyTypePickIt() {
         let rsaSuitesOnly = Self.hello(schemes: [Self.ecdsa, Self.pss], suites: [Self.tls13Suite, Self.rsaSuite])
-        #expect(TunnelInspection.onlyKeyType(offeredBy: rsaSuitesOnly, version: .tls1_2) == .rsa)
-        #expect(TunnelInspection.onlyKeyType(offeredBy: rsaSuitesOnly, version: .tls1_3) == nil)   // suites do not authenticate in 1.3
+        #expect(rsaSuitesOnly.onlyKeyType(version: .tls1_2) == .rsa)
+        #expect(rsaSuitesOnly.onlyKeyType(version: .tls1_3) == nil)   // suites do not authenticate in 1.3
     }
 }

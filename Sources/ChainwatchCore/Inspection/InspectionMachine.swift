@@ -1,0 +1,437 @@
+/// Decides one CONNECT tunnel's verdict: reads both directions' handshake (`HandshakeWatch`), says what evidence the
+/// verdict needs and when it is complete, and what follows from it. Pure: events in, actions out, no I/O, no clock
+/// (deadlines are named actions whose firing is an event). The executor (`TunnelInspection`, ChainwatchProxy) owns
+/// the buffers, timers, the prober and the validator, and does what the actions say.
+///
+/// The phases, for a tunnel under a rule that holds the server's bytes (`block` or a block disposition):
+/// ```
+/// watching ─ TLS 1.3 hello, no cached probe ─► probingFirst ─ chain ─► judgingFirstProbe ─ passes ─► watching (reconnect)
+///    │                                              └ no chain / blocks ──────────────────────────────► finished
+///    ├─ ≤ 1.2 Certificate ───────────────────────────────────────────────► judging ─────────────────► finished
+///    └─ TLS 1.3 ServerHello ─► probing ─► weighing ─ agrees ─► judging; differs ─► probing(fresh) ─► weighing ─ differs ─► finished
+/// ```
+/// An alert rule holds nothing once the ClientHello has picked it and does not probe first. Events that come late
+/// (a probe answered after the tunnel was decided) do nothing; events that cannot happen in a phase are answered
+/// with `.impossible`.
+public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
+    /// Held and buffered beyond a large message's own bytes: the ServerHello, record headers (5 bytes per 16 KiB),
+    /// the messages after it in the same flight.
+    public static var roomSlack: Int { 64 * 1024 }
+
+    public private(set) var phase: Phase = .watching
+    /// The handshake as seen so far (SNI, version, cipher), for the alert and access lines.
+    public private(set) var facts: ConnectionFacts
+    /// Both directions' handshake.
+    public private(set) var watch = HandshakeWatch(serverMessageLimit: TLSObserver.maxProtocolMessageLength)
+    /// Whether server bytes are held until the verdict (a block-like rule for the CONNECT host or the SNI).
+    public private(set) var holds: Bool
+    /// Whether the client's bytes are held until its ClientHello is whole (`Deadline.clientHello` bounds it).
+    public internal(set) var holdsClientBytes = false
+
+    private let policy: Policy
+    let settings: Settings
+    private var ruleCache: (host: String, rule: Rule)
+    /// Deadlines armed and not yet fired or cancelled.
+    var armed: Set<Deadline> = []
+    var verdictDeadlineStarted = false
+    private var sawServerBytes = false
+    private var tunnelEnded = false
+    /// The server stream offset up to which bytes may pass while held (a HelloRetryRequest's), as last told.
+    private var passedServerBytes = 0
+    /// The most server bytes the connection was told it may hold (`.holdUpTo`), so it is told once per raise.
+    private var holdRaisedTo = 0
+    /// The room this tunnel holds (0: none), and the part of it a kept probe chain takes.
+    private var roomBytes = 0
+    private var keptProbeBytes = 0
+    /// The first probe's result, kept for this tunnel's ServerHello: the prober's cache may not keep it (a chain over
+    /// 512 KiB never is, and its bounds may drop any result). Without it the tunnel would need a second probe while
+    /// it holds its own upstream connection, and a one-connection server leaves that probe waiting until it times out.
+    private var kept: (offer: ClientOffer, probe: Probe)?
+    /// The chain judged was over 224 KiB (read with room): its upstream is not marked known-bad.
+    private var largeChain = false
+    private var probeJA4: String?
+
+    public init(policy: Policy, facts: ConnectionFacts, settings: Settings) {
+        self.policy = policy
+        self.facts = facts
+        self.settings = settings
+        let rule = policy.rule(for: facts.connectHost, port: facts.port)
+        ruleCache = (facts.connectHost, rule)
+        holds = Self.holds(rule)
+    }
+
+    /// The rule for the host checked (the SNI, once seen, else the CONNECT host), looked up once per name.
+    public var rule: Rule {
+        mutating get {
+            let host = facts.hostChecked
+            if ruleCache.host == host { return ruleCache.rule }
+            ruleCache = (host, policy.rule(for: host, port: facts.port))
+            return ruleCache.rule
+        }
+    }
+
+    // MARK: - Events
+
+    /// The tunnel is established: server bytes are held until the ClientHello is read (its SNI may pick a stricter
+    /// rule; a TLS server never speaks first, so this costs nothing), and under a rule that holds them, the client's
+    /// until its ClientHello is whole (the probe may have to go first, on an upstream connection none has reached).
+    public mutating func start() -> [Action] {
+        guard case .watching = phase, !sawServerBytes, !watch.sawClientHello else { return [.impossible("start in \(phase.name)")] }
+        var out: [Action] = [.connection(.hold(.upstream, passingUpTo: 0))]
+        if holds {
+            holdsClientBytes = true
+            out.append(.connection(.hold(.client, passingUpTo: 0)))
+            arm(.clientHello, settings.clientHoldMilliseconds, &out)
+        }
+        return out
+    }
+
+    /// Client → server bytes, in order, any chunking.
+    public mutating func clientBytes(_ bytes: some Collection<UInt8>, _ resources: some InspectionResources) -> [Action] {
+        var out: [Action] = []
+        switch phase {
+        case .finished, .judging: return out   // decided, or a chain is judged: the rest adds nothing
+        case .watching, .probingFirst, .judgingFirstProbe, .probing, .weighing: break
+        }
+        let hadHello = watch.sawClientHello
+        let need = watch.client(bytes)
+        if !hadHello, let hello = watch.clientHello {
+            if facts.serverName == nil, let sni = hello.serverName {
+                facts.serverName = sni
+                holds = holds || Self.holds(rule)
+            }
+            if !holds { out.append(.connection(.flowing(.upstream))) }
+            if need == .moreBytes { probeFirstIfNeeded(hello, resources, &out) }
+        }
+        let stopsHoldingClient = holdsClientBytes && (watch.sawClientHello || need != .moreBytes)
+        if stopsHoldingClient { stopHoldingClientBytes(&out) }
+        if case .watching = phase { handle(need, resources, &out) }
+        if stopsHoldingClient, !isFinished { out.append(.connection(.flowing(.client))) }
+        return out
+    }
+
+    /// Server → client bytes, in order, any chunking.
+    public mutating func serverBytes(_ bytes: some Collection<UInt8>, _ resources: some InspectionResources) -> [Action] {
+        var out: [Action] = []
+        switch phase {
+        case .finished, .judging: return out
+        case .watching, .probingFirst, .judgingFirstProbe, .probing, .weighing: break
+        }
+        if !sawServerBytes, holds, !verdictDeadlineStarted { startVerdictDeadline(&out) }
+        sawServerBytes = true
+        let need = watch.server(bytes)
+        if let hello = watch.serverHello, facts.protocolVersion == nil {
+            facts.protocolVersion = hello.version
+            facts.cipher = NegotiatedCipher(hello.cipherSuite)
+        }
+        if need == .moreBytes, let length = watch.announcedServerMessageLength,
+           length > TLSObserver.maxServerHandshakeMessageLength, !makeRoom(forMessage: length, resources, &out) { return out }
+        switch phase {
+        case .watching: handle(need, resources, &out)
+        case .weighing: weigh(flightEnded: false, resources, &out)   // more of the flight
+        default: break   // the evidence is on its way: more of the flight is all these bytes add
+        }
+        // A HelloRetryRequest (or a refusal before any ServerHello) may pass the hold: its client needs it to go on.
+        if !isFinished, watch.passableServerBytes > passedServerBytes {
+            passedServerBytes = watch.passableServerBytes
+            out.append(.connection(.hold(.upstream, passingUpTo: passedServerBytes)))
+        }
+        return out
+    }
+
+    /// The answer to `.probe`.
+    public mutating func probeAnswered(_ answer: ProbeAnswer, _ resources: some InspectionResources) -> [Action] {
+        var out: [Action] = []
+        switch phase {
+        case .probingFirst(let offer):
+            let rule = self.rule
+            switch answer {
+            case .success(let probe):
+                probeJA4 = probe.ja4
+                if facts.protocolVersion == nil {   // the tunnel has no ServerHello yet: what the same offer got
+                    facts.protocolVersion = probe.version
+                    facts.cipher = NegotiatedCipher(probe.cipher)
+                }
+                judge(.probe(probe), firstProbe: offer, rule: rule, &out)
+            case .failure, .oversized:
+                let verdict = Evaluator.verdict(for: Self.noChain(answer), rule: rule)
+                if verdict.action != .block { out.append(.connection(.reconnect)) }   // reported now, and let through
+                finish(verdict, evidence: nil, rule: rule, &out)
+            }
+        case .probing(let offer, let fresh):
+            switch answer {
+            case .success(let probe):
+                probeJA4 = probe.ja4
+                phase = .weighing(offer, probe, fresh: fresh, flightDeadlineStarted: false)
+                weigh(flightEnded: false, resources, &out)
+            case .failure, .oversized:
+                let rule = self.rule
+                finish(Evaluator.verdict(for: Self.noChain(answer), rule: rule), evidence: nil, rule: rule, &out)
+            }
+        case .finished:
+            break   // the tunnel was decided (or ended) while the probe ran
+        case .watching, .judgingFirstProbe, .weighing, .judging:
+            out.append(.impossible("probe answered in \(phase.name)"))
+        }
+        return out
+    }
+
+    /// The answer to `.judge`.
+    public mutating func chainJudged(_ verdict: Verdict, evidence: Evidence, _ resources: some InspectionResources) -> [Action] {
+        var out: [Action] = []
+        switch phase {
+        case .judgingFirstProbe(let offer, let probe, let rule):
+            // The tunnel closed meanwhile: its verdict is this one (an alert line is not lost with it).
+            if verdict.action == .block || tunnelEnded {
+                finish(verdict, evidence: evidence, rule: rule, &out)
+                return out
+            }
+            keep(probe, for: offer, resources, &out)
+            out.append(.connection(.reconnect))
+            phase = .watching
+            // A passing chain is judged again when the tunnel's ServerHello comes (the kept result, with the hellos
+            // compared; its verdict from the cache). Had the connection kept its upstream (bytes had passed), the
+            // server may have answered meanwhile.
+            if let decided = watch.decided { handle(decided, resources, &out) }
+        case .judging(let rule):
+            finish(verdict, evidence: evidence, rule: rule, &out)
+        case .finished:
+            break
+        case .watching, .probingFirst, .probing, .weighing:
+            out.append(.impossible("chain judged in \(phase.name)"))
+        }
+        return out
+    }
+
+    /// An armed deadline fired.
+    public mutating func deadlineFired(_ deadline: Deadline, _ resources: some InspectionResources) -> [Action] {
+        var out: [Action] = []
+        guard armed.remove(deadline) != nil else {
+            return isFinished ? out : [.impossible("\(deadline) fired unarmed in \(phase.name)")]
+        }
+        switch deadline {
+        case .clientHello:
+            // A client that sends a few TLS-looking bytes and waits is not TLS: its bytes flow.
+            guard holdsClientBytes else { break }
+            holdsClientBytes = false
+            out.append(.connection(.flowing(.client)))
+        case .verdict:
+            switch phase {
+            case .watching:
+                let rule = self.rule
+                let seconds = Double(settings.probeTimeoutMilliseconds) / 1000
+                finish(Evaluator.verdict(for: .noVerdict("the server's handshake did not show its chain within \(seconds) s"), rule: rule),
+                       evidence: nil, rule: rule, &out)
+            default:
+                break   // the evidence came (a probe or a judgement has deadlines of its own)
+            }
+        case .flight:
+            weigh(flightEnded: true, resources, &out)
+        }
+        return out
+    }
+
+    /// The tunnel closed: nothing more of its handshake will come, now or after a re-probe. Evidence already on its
+    /// way is still judged and reported (that is exactly the interesting case); else the inspection ends quietly.
+    public mutating func tunnelClosed(_ resources: some InspectionResources) -> [Action] {
+        var out: [Action] = []
+        guard !isFinished else { return out }
+        tunnelEnded = true
+        cancel(.verdict, &out)
+        cancel(.clientHello, &out)
+        holdsClientBytes = false
+        if case .weighing = phase { weigh(flightEnded: false, resources, &out) }
+        guard case .watching = phase else { return out }   // a probe or a judgement is on its way
+        phase = .finished(nil)
+        for deadline in Deadline.allCases { cancel(deadline, &out) }
+        letGoOfBuffers(&out)
+        return out
+    }
+
+    // MARK: - Steps
+
+    /// Under a rule that holds the server's bytes, a TLS 1.3 offer with no probe result yet: the probe goes first,
+    /// before the tunnel's own handshake, with the tunnel's upstream connection closed (`.redial`). A server that
+    /// serves one connection at a time then answers the probe instead of holding it in its backlog; a chain that
+    /// blocks is blocked before the client gets a server byte; else the tunnel reconnects to the same address and its
+    /// handshake is compared with the probe as usual.
+    private mutating func probeFirstIfNeeded(_ hello: ClientHello, _ resources: some InspectionResources, _ out: inout [Action]) {
+        guard holds, !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
+        let offer = ClientOffer(mirroring: hello)
+        guard !resources.hasProbeResult(for: offer) else { return }
+        phase = .probingFirst(offer)
+        out.append(.connection(.redial))
+        out.append(.probe(offer, fresh: false))
+    }
+
+    private mutating func handle(_ need: HandshakeWatch.Need, _ resources: some InspectionResources, _ out: inout [Action]) {
+        let event: TunnelEvent
+        switch need {
+        case .moreBytes: return
+        case .notTLS(let detail): event = .notTLS(detail)
+        case .malformedHandshake(let detail): event = .malformedHandshake(detail)
+        case .oversizedHandshake(let detail): event = .oversizedHandshake(detail)
+        case .chain(let ders):
+            return judge(.passive(ders, stapled: watch.stapledOCSP), firstProbe: nil, rule: rule, &out)
+        case .probe(let offer):
+            return probe(offer, fresh: false, resources, &out)
+        }
+        let rule = self.rule
+        finish(Evaluator.verdict(for: event, rule: rule), evidence: nil, rule: rule, &out)
+    }
+
+    /// Gets the probe evidence for this tunnel: the result kept from the probe made first, or a probe.
+    private mutating func probe(_ offer: ClientOffer, fresh: Bool, _ resources: some InspectionResources, _ out: inout [Action]) {
+        if fresh { keptProbeBytes = 0 }   // a kept result is dropped for the fresh one
+        if !fresh, let kept, kept.offer == offer {   // made for this tunnel just before its handshake
+            self.kept = nil
+            probeJA4 = kept.probe.ja4
+            phase = .weighing(offer, kept.probe, fresh: false, flightDeadlineStarted: false)
+            return weigh(flightEnded: false, resources, &out)
+        }
+        phase = .probing(offer, fresh: fresh)
+        out.append(.probe(offer, fresh: fresh))
+    }
+
+    private mutating func judge(_ chain: Chain, firstProbe: ClientOffer?, rule: Rule, _ out: inout [Action]) {
+        let bytes: Int
+        switch chain {
+        case .passive(let ders, _): bytes = ders.reduce(0) { $0 + $1.count }
+        case .probe(let probe): bytes = probe.chainByteCount
+        }
+        largeChain = bytes > TLSObserver.maxServerHandshakeMessageLength
+        if let firstProbe, case .probe(let probe) = chain {
+            phase = .judgingFirstProbe(firstProbe, probe, rule: rule)
+        } else {
+            phase = .judging(rule: rule)
+        }
+        out.append(.judge(chain, rule: rule, facts: facts))
+    }
+
+    /// Keeps the first probe's result for this tunnel. A result the prober caches is shared with it; a larger one
+    /// takes room first, and the server then has the verdict deadline, from now, to show its handshake (one that took
+    /// the reconnect and sends nothing does not hold the room longer). Without room the tunnel probes again.
+    private mutating func keep(_ probe: Probe, for offer: ClientOffer, _ resources: some InspectionResources, _ out: inout [Action]) {
+        let chainBytes = probe.chainByteCount
+        if chainBytes > settings.probeCacheChainLimit {
+            let bytes = chainBytes + Self.roomSlack
+            guard roomBytes == 0, resources.reserveRoom(bytes) else { return }
+            roomBytes = bytes
+            keptProbeBytes = bytes
+            cancel(.verdict, &out)   // one started at an earlier server byte may have fired while the probe ran
+            startVerdictDeadline(&out)
+        }
+        kept = (offer, probe)
+    }
+
+    /// Compares the tunnel with the probe's result being weighed: the hellos at once, the encrypted flight once the
+    /// tunnel has shown enough of it (or its deadline passed, or the tunnel ended); then the probe's chain is judged,
+    /// or a re-probe made, or the difference is the finding.
+    private mutating func weigh(flightEnded: Bool, _ resources: some InspectionResources, _ out: inout [Action]) {
+        guard case .weighing(let offer, let probe, let fresh, let flightStarted) = phase else { return }
+        var difference = disagreement(with: probe, &out)
+        if difference == nil, let tunnelHello = watch.serverHello, let clientHello = watch.clientHello,
+           tunnelHello.version >= .tls1_3, let probeClient = probe.parsedClientHello {
+            // A tunnel whose bytes flowed and that ended with its flight short of the probe's, every record so far
+            // alike, is judged by the probe: its client saw the flight and left mid-handshake (OpenSSL's does once a
+            // Certificate passes its 100 KiB). A held tunnel that ends short is a difference (its server stalled), as
+            // is a flight still short at the flight deadline.
+            switch FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking,
+                                           flightEnded: flightEnded || (tunnelEnded && holds),
+                                           probe: probe.flight, serverHello: tunnelHello, clientHello: clientHello,
+                                           probeClientHello: probeClient) {
+            case .needsMoreRecords where tunnelEnded && !holds:
+                break
+            case .needsMoreRecords:
+                // The tunnel's flight must be able to reach the probe's size while it is held: past what a tunnel
+                // holds by default (a Certificate over 224 KiB), it takes room for the held bytes.
+                let flightBytes = probe.flight.recordLengths.reduce(0) { $0 + 5 + $1 } + Self.roomSlack
+                if holds, flightBytes > settings.holdLimit,
+                   !makeRoom(flightBytes, holding: flightBytes, for: "the probe's encrypted flight is \(flightBytes) bytes", resources, &out) {
+                    return
+                }
+                if !flightStarted {
+                    phase = .weighing(offer, probe, fresh: fresh, flightDeadlineStarted: true)
+                    arm(.flight, settings.probeTimeoutMilliseconds, &out)
+                }
+                return
+            case .differs(let detail): difference = detail
+            case .agrees, .undecidable: break
+            }
+        }
+        cancel(.flight, &out)
+        let rule = self.rule
+        if let difference {
+            // A probe whose hellos or flight disagree with the tunnel's does not cover it (an interceptor spared the
+            // probe, or forges only since the probe was cached): it is made again; a tunnel that still disagrees
+            // with a fresh probe is a finding.
+            guard fresh else { return self.probe(offer, fresh: true, resources, &out) }
+            let detail = "the tunnel's handshake differs from chainwatch's own with the same offer: \(difference)"
+            return finish(Evaluator.verdict(for: .evidenceMismatch(detail), rule: rule), evidence: nil, rule: rule, &out)
+        }
+        judge(.probe(probe), firstProbe: nil, rule: rule, &out)
+    }
+
+    /// A server handshake message longer than a tunnel reads by default (224 KiB; real chains stop near 210 KB) is
+    /// read only with room, taken as soon as its header announces its length and before its bytes come: its
+    /// reassembly, the chain's copy for the validator and, when the server's bytes are held, the held bytes.
+    private mutating func makeRoom(forMessage length: Int, _ resources: some InspectionResources, _ out: inout [Action]) -> Bool {
+        makeRoom((length + Self.roomSlack) * (holds ? 3 : 2), holding: holds ? length + Self.roomSlack : nil,
+                 for: "the server's handshake message announces \(length) bytes", resources, &out)
+    }
+
+    /// Takes `bytes` of room (unless as much is held already; the kept probe chain's counts too) and, with `holding`,
+    /// lets the tunnel hold that many server bytes; without room, `oversized_handshake` (what: what needed it).
+    /// Returns whether the inspection goes on.
+    private mutating func makeRoom(_ bytes: Int, holding: Int?, for what: String, _ resources: some InspectionResources,
+                                   _ out: inout [Action]) -> Bool {
+        let bytes = bytes + keptProbeBytes
+        if roomBytes < bytes {
+            guard resources.reserveRoom(bytes) else {
+                let rule = self.rule
+                let detail = "\(what), and the room for handshakes over \(TLSObserver.maxServerHandshakeMessageLength) bytes "
+                    + "(--large-handshake-memory, \(resources.roomCapacity >> 20) MiB for all tunnels) has no \(bytes) bytes free"
+                finish(Evaluator.verdict(for: .oversizedHandshake(detail), rule: rule), evidence: nil, rule: rule, &out)
+                return false
+            }
+            roomBytes = bytes
+        }
+        if let holding, holding > holdRaisedTo {
+            holdRaisedTo = holding
+            out.append(.connection(.holdUpTo(.upstream, bytes: holding)))
+        }
+        return true
+    }
+
+    private mutating func finish(_ verdict: Verdict, evidence: Evidence?, rule: Rule, _ out: inout [Action]) {
+        guard !isFinished else { return }
+        holdsClientBytes = false   // the verdict releases or closes both sides
+        for deadline in Deadline.allCases { cancel(deadline, &out) }
+        if verdict.deciding != nil { facts.probeJA4 = probeJA4 }
+        let outcome = InspectionOutcome(action: verdict.deciding?.action, reason: verdict.deciding?.reason, evidence: evidence?.source)
+        phase = .finished(outcome)
+        out.append(.writeFinding(verdict, evidence: evidence, rule: rule, facts: facts))
+        // Before the decision reaches the connection: once its client sees the verdict, the room is free for others.
+        letGoOfBuffers(&out)
+        if verdict.action == .block, let deciding = verdict.deciding {
+            if KnownBadRule.marks(deciding, facts: facts, leafKeyType: evidence?.validation.presented.first?.keyType,
+                                  clientHello: watch.clientHello, largeChain: largeChain) {
+                out.append(.markKnownBad(deciding, rule: rule, evidence: evidence, facts: facts))
+            }
+            out.append(.connection(.decided(.block("\(deciding.reason.rawValue): \(deciding.detail)"))))
+        } else {
+            out.append(.connection(.decided(.release)))
+        }
+    }
+
+    /// After the verdict: the watch's buffers (a large Certificate message can be megabytes) and their room go.
+    private mutating func letGoOfBuffers(_ out: inout [Action]) {
+        watch.release()
+        kept = nil
+        keptProbeBytes = 0
+        if roomBytes > 0 {
+            roomBytes = 0
+            out.append(.releaseRoom)
+        }
+    }
+}

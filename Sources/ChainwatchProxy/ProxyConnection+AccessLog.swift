@@ -1,0 +1,56 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+
+/// The access log: one line per tunnel and plain-HTTP request, written as it ends.
+extension ProxyConnection {
+    /// What the access line of the request or tunnel in progress says so far.
+    struct AccessState {
+        /// The request line (split only when a line is written: most proxies run without an access log).
+        var requestLine: String?
+        /// The request's upstream (the machine forgets it when an exchange ends, before the line is written).
+        var target: Authority?
+        var started: Int64 = 0
+        var status: Int?
+        var fromClient = 0
+        var toClient = 0
+        var closeReason = AccessRecord.CloseReason.closed
+        var detail: String?
+
+        mutating func request(_ line: String, now: Int64) {
+            requestLine = line
+            started = now
+        }
+
+        /// The method, and the target unless it is a CONNECT's (the destination says that one).
+        var methodAndURL: (method: String?, url: String?) {
+            guard let parts = requestLine?.split(separator: " ", maxSplits: 1) else { return (nil, nil) }
+            let method = parts.first.map(String.init)
+            return (method, parts.count == 2 && method != "CONNECT" ? String(parts[1]) : nil)
+        }
+
+        /// Bytes the client sent (request heads and bodies, tunnel bytes), or that it was sent.
+        mutating func moved(_ count: Int, from side: Side) {
+            if side == .client { fromClient += count } else { toClient += count }
+        }
+    }
+
+    /// Writes the access line of the request or tunnel in progress (when there is an access log), then starts afresh
+    /// for the next request on the connection.
+    func logAccess(kind: AccessRecord.Kind) {
+        defer { access = AccessState() }
+        guard let log = worker.inspector.accessLog, access.requestLine != nil else { return }
+        let (method, url) = access.methodAndURL
+        let now = worker.loop.cachedMilliseconds
+        var known = inspection?.handshakeFacts ?? access.target.map { self.facts(for: $0) } ?? ConnectionFacts(connectHost: "", port: 0)
+        known.upstreamIP = known.upstreamIP ?? connectedAddress?.ip
+        let verdict = inspection?.outcome
+        let status = access.status ?? (kind == .tunnel ? 200 : nil)
+        let record = AccessRecord(endMilliseconds: now, durationMilliseconds: max(0, now - access.started), kind: kind,
+                                  connection: known, method: method, url: url, status: status,
+                                  bytesFromClient: access.fromClient, bytesToClient: access.toClient,
+                                  verdict: verdict?.actionName, reason: verdict?.reason?.rawValue,
+                                  evidence: verdict?.evidence?.rawValue,
+                                  closeReason: access.closeReason, detail: access.detail, observer: worker.inspector.observer)
+        log.submit(record.jsonLine)
+    }
+}

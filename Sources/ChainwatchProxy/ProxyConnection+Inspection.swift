@@ -1,0 +1,58 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+
+/// A tunnel's inspection and the admission of a request, as the connection's machine asks for them.
+extension ProxyConnection {
+    func startInspection() {
+        worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
+        outcome = .tunnel
+        guard let snapshot, let target = machine.target, let connectedAddress else { return }
+        var facts = facts(for: target)
+        facts.upstreamIP = connectedAddress.ip
+        let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
+                                          upstreamAddress: connectedAddress,
+                                          holdLimit: worker.configuration.connectionLimits.holdLimit) { [weak self] event in
+            self?.post(event)
+        }
+        self.inspection = inspection
+        inspection.start()   // what it holds comes back as events, queued behind this action
+    }
+
+    /// Gives the inspection `side`'s new bytes; what they change comes back as events, queued before `.inspected`.
+    func feed(_ side: Side, from offset: Int) {
+        if let inspection, let connection = connection(side) {
+            connection.input.forEachChunk(from: offset) { chunk in
+                if side == .client { inspection.clientBytes(chunk) } else { inspection.serverBytes(chunk) }
+            }
+        }
+        events.append(.inspected(side))
+    }
+
+    /// What the alert lines say about this client and `authority`, before anything is known of the handshake.
+    func facts(for authority: Authority) -> ConnectionFacts {
+        ConnectionFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host, port: authority.port)
+    }
+
+    /// Whether a request may go on (`Admission`, ChainwatchCore, decides): an upstream whose last verdict blocked gets
+    /// `403`, and plain HTTP to a host whose rule says `https_only` is alerted or, under block, refused.
+    func vet(_ request: ProxyRequest, requestLine: String) -> ProxyRequest.Refusal? {
+        let inspector = worker.inspector
+        let now = worker.loop.cachedMilliseconds
+        let decision: Admission.Decision
+        switch request {
+        case .connect(let authority):
+            let snapshot = inspector.policies.snapshot
+            self.snapshot = snapshot
+            decision = Admission.connect(facts: facts(for: authority), mark: inspector.cache.knownBad(authority, now: now),
+                                         policy: snapshot.policy, ruleIdentities: snapshot.ruleIdentities,
+                                         anchorsGeneration: snapshot.anchorsGeneration)
+        case .forward(let authority, _):
+            decision = Admission.forward(facts: facts(for: authority), requestLine: requestLine,
+                                         policy: inspector.policies.snapshot.policy)
+        }
+        if let line = decision.finding {
+            inspector.report(line.verdict, evidence: line.evidence, rule: line.rule, tunnel: line.facts, nowMilliseconds: now)
+        }
+        return decision.refusal
+    }
+}

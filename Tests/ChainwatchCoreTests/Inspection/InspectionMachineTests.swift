@@ -1,0 +1,367 @@
+import Testing
+@testable import ChainwatchCore
+
+/// A probe's result as a test makes it: the captured handshake's own hellos and flight, or changed ones.
+struct TestProbe: InspectionProbe {
+    var version: TLSVersion = .tls1_3
+    var cipher = CipherSuite(rawValue: 0x1301)
+    var ja4: String? = "t13d_probe"
+    var flight: FlightAgreement.ProbeFlight
+    var parsedClientHello: ClientHello?
+    var parsedServerHello: ServerHello?
+    var chainByteCount = 3_000
+}
+
+/// The probe cache and the room, as a test sets them.
+final class TestResources: InspectionResources {
+    var cached: Set<ClientOffer> = []
+    let roomCapacity: Int
+    private(set) var held = 0
+    private(set) var asked: [Int] = []
+
+    init(room: Int = 64 << 20) { roomCapacity = room }
+
+    func hasProbeResult(for offer: ClientOffer) -> Bool { cached.contains(offer) }
+
+    func reserveRoom(_ bytes: Int) -> Bool {
+        asked.append(bytes)
+        guard bytes <= roomCapacity - held else { return false }
+        held = bytes
+        return true
+    }
+}
+
+/// The inspection machine as event tables: each step is an event and the exact actions it must give, on the real
+/// captured handshakes of `Fixtures/tls`. These replace the sequencing the sleeping e2e tests used to be the only
+/// check of (probe first, the kept probe, HelloRetryRequest, flight weighing, re-probe, deadlines).
+@Suite struct InspectionMachineTests {
+    typealias Machine = InspectionMachine<TestProbe>
+    static let settings = Machine.Settings(probeTimeoutMilliseconds: 5_000, holdLimit: 256 * 1024, probeCacheChainLimit: 512 * 1024)
+    static let block = Rule(name: "b", action: .block)
+    static let alert = Rule(name: "a", action: .alert)
+
+    static func machine(_ rule: Rule, host: String, settings: Machine.Settings = settings) -> Machine {
+        Machine(policy: Policy(defaults: rule), facts: ConnectionFacts(connectHost: host, port: 443), settings: settings)
+    }
+
+    /// Feeds `bytes` `chunk` at a time; the actions of every chunk, in order.
+    static func feed(_ m: inout Machine, _ side: Side, _ bytes: [UInt8], chunk: Int = .max,
+                     _ resources: TestResources) -> [String] {
+        var out: [String] = []
+        var i = 0
+        while i < bytes.count {
+            let piece = bytes[i..<min(bytes.count, i &+ chunk)]
+            let actions = side == .client ? m.clientBytes(piece, resources) : m.serverBytes(piece, resources)
+            out += actions.map(\.description)
+            i = min(bytes.count, i &+ chunk)
+        }
+        return out
+    }
+
+    /// The captured TLS 1.3 handshake's probe: the same hellos, and a flight of its first four encrypted records (one
+    /// message each, as OpenSSL writes them).
+    static func genuineProbe(_ name: String = "tls13-rsa") throws -> TestProbe {
+        var watch = HandshakeWatch()
+        _ = watch.client(try TLSFixture.bytes("\(name).c2s.bin"))
+        _ = watch.server(try TLSFixture.bytes("\(name).s2c.bin"))
+        let records = watch.serverFlight.prefix(4).map(\.length)
+        try #require(records.count == 4)
+        let messages = zip([UInt8(8), 11, 15, 20], records).map { (type: $0, length: $1 - 17) }
+        let (client, server) = try EvidenceAgreementTests.hellos(name)
+        return TestProbe(flight: .init(messages: messages, recordLengths: records), parsedClientHello: client, parsedServerHello: server)
+    }
+
+    static func pass(_ rule: Rule) -> Verdict { Verdict(rule: rule.identity, findings: []) }
+    static func blocks(_ rule: Rule, _ reason: Reason = .rootMismatch) -> Verdict {
+        Verdict(rule: rule.identity, findings: [Finding(reason: reason, level: nil, detail: "d", check: "c", action: .block)])
+    }
+    static let evidence = Synthetic.evidence(host: "tls13.chainwatch.test")
+
+    static func strings(_ actions: [Machine.Action]) -> [String] { actions.map(\.description) }
+
+    /// The actions without the flight deadline's: a TLS 1.3 flight that arrives in pieces is waited for, with a
+    /// deadline armed and cancelled when it is whole, and one that arrives whole is not. Everything else, and above
+    /// all every decision, is the same however the bytes are cut; the pair is checked where it occurs.
+    static func decisions(_ actions: [String]) -> [String] {
+        let armed = actions.filter { $0.hasPrefix("arm(flight") }.count, cancelled = actions.filter { $0 == "cancel(flight)" }.count
+        #expect(armed == cancelled, "the flight deadline armed \(armed) times and cancelled \(cancelled)")
+        return actions.filter { !$0.hasPrefix("arm(flight") && $0 != "cancel(flight)" }
+    }
+
+    // MARK: - TLS 1.2: the passive chain
+
+    @Test(arguments: [Int.max, 1, 7])
+    func tls12UnderAlertJudgesThePassiveChainWithoutHolding(chunk: Int) throws {
+        let r = TestResources()
+        var m = Self.machine(Self.alert, host: "rsa.chainwatch.test")
+        #expect(Self.strings(m.start()) == ["hold(upstream, 0)"])
+        #expect(Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), chunk: chunk, r) == ["flowing(upstream)"])
+        #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls12-rsa.s2c.bin"), chunk: chunk, r) == ["judge(passive)"])
+        #expect(m.facts.protocolVersion == .tls1_2 && m.facts.serverName == "rsa.chainwatch.test")
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.alert), evidence: Self.evidence, r)) == ["writeFinding(pass)", "release"])
+        #expect(m.outcome == InspectionOutcome(action: nil, reason: nil, evidence: .passive))
+        #expect(Self.strings(m.tunnelClosed(r)).isEmpty)
+    }
+
+    @Test(arguments: [Int.max, 1])
+    func tls12UnderBlockHoldsBothSidesAndMarksAForgedChain(chunk: Int) throws {
+        let r = TestResources()
+        var m = Self.machine(Self.block, host: "rsa.chainwatch.test")
+        #expect(Self.strings(m.start()) == ["hold(upstream, 0)", "hold(client, 0)", "arm(clientHello, 1000)"])
+        // A client offering TLS 1.2 at most: no probe first; its bytes flow once the hello is whole.
+        #expect(Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), chunk: chunk, r) == ["cancel(clientHello)", "flowing(client)"])
+        #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls12-rsa.s2c.bin"), chunk: chunk, r) == ["arm(verdict, 5000)", "judge(passive)"])
+        let evidence = Synthetic.evidence(host: "rsa.chainwatch.test", path: Synthetic.forgedPath)
+        #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: evidence, r))
+                == ["cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
+        #expect(m.outcome == InspectionOutcome(action: .block, reason: .rootMismatch, evidence: .passive))
+        // Late and repeated events change nothing.
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: evidence, r)).isEmpty)
+        #expect(Self.feed(&m, .upstream, [22, 3, 3], r).isEmpty)
+    }
+
+    // MARK: - TLS 1.3: probe first, the kept result, weighing
+
+    /// First contact under block: the probe goes first on a redialed upstream; its chain passes; the tunnel reconnects
+    /// and its handshake is weighed against the kept result (no second probe); the probe's chain is judged again
+    /// (from the verdict cache, in the proxy) and released.
+    @Test(arguments: [Int.max, 1, 5])
+    func tls13FirstContactUnderBlockProbesFirstAndKeepsTheResult(chunk: Int) throws {
+        let r = TestResources()
+        let probe = try Self.genuineProbe()
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        #expect(Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), chunk: chunk, r)
+                == ["redial", "probe", "cancel(clientHello)", "flowing(client)"])
+        #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["judge(probe)"])
+        #expect(m.facts.protocolVersion == .tls1_3, "the probe's version until the tunnel's ServerHello")
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["reconnect"])
+        let server = Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r)
+        #expect(Self.decisions(server) == ["arm(verdict, 5000)", "judge(probe)"])
+        if chunk == 1 { #expect(server.contains("arm(flight, 5000)"), "a flight seen a byte at a time is waited for") }
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["cancel(verdict)", "writeFinding(pass)", "release"])
+    }
+
+    @Test func tls13FirstContactWhoseProbeIsForgedIsBlockedBeforeAnyServerByte() throws {
+        let r = TestResources()
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        _ = m.probeAnswered(.success(try Self.genuineProbe()), r)
+        #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: Self.evidence, r))
+                == ["writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
+    }
+
+    /// A probe that fails first: under block the tunnel is blocked and marks nobody (the client's offer may be what the
+    /// server refused); under a rule that lets a failed probe through, the tunnel reconnects and the line is written.
+    @Test func tls13FirstContactWhoseProbeFails() throws {
+        for (rule, expected) in [(Self.block, ["writeFinding(block probe_failed)", "block(probe_failed)"]),
+                                 (Rule(name: "l", action: .block, onProbeError: .alert),
+                                  ["reconnect", "writeFinding(alert probe_failed)", "release"])] {
+            let r = TestResources()
+            var m = Self.machine(rule, host: "tls13.chainwatch.test")
+            _ = m.start()
+            _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+            #expect(Self.strings(m.probeAnswered(.failure("connect refused"), r)) == expected, "\(rule.name)")
+        }
+    }
+
+    /// With a fresh probe result cached, the tunnel's own handshake goes first (no redial), as under alert.
+    @Test(arguments: [true, false])
+    func tls13WithACachedProbeOrUnderAlertProbesAtTheServerHello(blocking: Bool) throws {
+        let r = TestResources()
+        let probe = try Self.genuineProbe()
+        let hello = try EvidenceAgreementTests.hellos("tls13-rsa").client
+        r.cached = [ClientOffer(mirroring: hello)]
+        var m = Self.machine(blocking ? Self.block : Self.alert, host: "tls13.chainwatch.test")
+        _ = m.start()
+        #expect(Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+                == (blocking ? ["cancel(clientHello)", "flowing(client)"] : ["flowing(upstream)"]))
+        #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
+                == (blocking ? ["arm(verdict, 5000)", "probe"] : ["probe"]))
+        // More client bytes while the probe runs ask for nothing more.
+        #expect(Self.feed(&m, .client, [23, 3, 3, 0, 1, 0], r).isEmpty)
+        #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["judge(probe)"])
+    }
+
+    /// A tunnel whose flight differs from the cached probe's (a forger that spared the probe): the probe is made
+    /// again, fresh; still different, it is `evidence_mismatch`, which marks nobody.
+    @Test func aFlightThatDiffersIsReprobedThenAFinding() throws {
+        let r = TestResources()
+        var forgedLength = try Self.genuineProbe()
+        forgedLength.flight.recordLengths[1] += 1
+        forgedLength.flight = .init(messages: forgedLength.flight.messages.enumerated().map { i, m in
+            (type: m.type, length: i == 1 ? m.length + 1 : m.length) }, recordLengths: forgedLength.flight.recordLengths)
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        r.cached = [ClientOffer(mirroring: try EvidenceAgreementTests.hellos("tls13-rsa").client)]
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r) == ["arm(verdict, 5000)", "probe"])
+        #expect(Self.strings(m.probeAnswered(.success(forgedLength), r)) == ["probe(fresh)"])
+        #expect(Self.strings(m.probeAnswered(.success(forgedLength), r))
+                == ["cancel(verdict)", "writeFinding(block evidence_mismatch)", "block(evidence_mismatch)"])
+        // The fresh probe agreeing instead: the probe's chain is judged.
+        var again = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = again.start()
+        _ = Self.feed(&again, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        _ = Self.feed(&again, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
+        #expect(Self.strings(again.probeAnswered(.success(forgedLength), r)) == ["probe(fresh)"])
+        #expect(Self.strings(again.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
+    }
+
+    /// A held flight that stops short of the probe's waits for the flight deadline, then differs (re-probe); a tunnel
+    /// whose bytes flowed and that ended short is judged by the probe (its client left mid-handshake).
+    @Test func aShortFlightWaitsForItsDeadline() throws {
+        let r = TestResources()
+        let probe = try Self.genuineProbe()
+        let server = try TLSFixture.bytes("tls13-rsa.s2c.bin")
+        var watch = HandshakeWatch()
+        _ = watch.client(try TLSFixture.bytes("tls13-rsa.c2s.bin"))
+        _ = watch.server(server)
+        // The ServerHello record and the first encrypted record (EncryptedExtensions) only.
+        let helloRecord = 5 + (Int(server[3]) << 8 | Int(server[4]))
+        var cut = helloRecord
+        while server[cut] != 23 { cut += 5 + (Int(server[cut + 3]) << 8 | Int(server[cut + 4])) }   // a compatibility CCS
+        cut += 5 + probe.flight.recordLengths[0]
+        r.cached = [ClientOffer(mirroring: try #require(watch.clientHello))]
+
+        var held = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = held.start()
+        _ = Self.feed(&held, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        #expect(Self.feed(&held, .upstream, Array(server[..<cut]), r) == ["arm(verdict, 5000)", "probe"])
+        #expect(Self.strings(held.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"])
+        #expect(Self.strings(held.deadlineFired(.verdict, r)).isEmpty, "the evidence is being weighed")
+        #expect(Self.strings(held.deadlineFired(.flight, r)) == ["probe(fresh)"])
+
+        var flowed = Self.machine(Self.alert, host: "tls13.chainwatch.test")
+        _ = flowed.start()
+        _ = Self.feed(&flowed, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        _ = Self.feed(&flowed, .upstream, Array(server[..<cut]), r)
+        #expect(Self.strings(flowed.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"])
+        #expect(Self.strings(flowed.tunnelClosed(r)) == ["cancel(flight)", "judge(probe)"])
+        #expect(Self.strings(flowed.chainJudged(Self.pass(Self.alert), evidence: Self.evidence, r)) == ["writeFinding(pass)", "release"])
+    }
+
+    // MARK: - HelloRetryRequest, deadlines, the tunnel's end
+
+    /// A HelloRetryRequest passes the hold (its client cannot go on without it); nothing else does.
+    @Test(arguments: [Int.max, 1])
+    func aHelloRetryRequestPassesTheHold(chunk: Int) throws {
+        let r = TestResources()
+        let c2s = try TLSFixture.bytes("tls13-hrr.c2s.bin"), s2c = try TLSFixture.bytes("tls13-hrr.s2c.bin")
+        var watch = HandshakeWatch()
+        _ = watch.client(c2s)
+        _ = watch.server(s2c)
+        let first = try #require(watch.clientHello)
+        r.cached = [ClientOffer(mirroring: first)]
+        var m = Self.machine(Self.block, host: first.serverName ?? "localhost")
+        _ = m.start()
+        _ = Self.feed(&m, .client, c2s, chunk: chunk, r)
+        let hrrLength = 5 + (Int(s2c[3]) << 8 | Int(s2c[4]))
+        #expect(Self.feed(&m, .upstream, Array(s2c[..<hrrLength]), chunk: chunk, r) == ["arm(verdict, 5000)", "hold(upstream, \(hrrLength))"])
+        #expect(Self.feed(&m, .upstream, Array(s2c[hrrLength...]), chunk: chunk, r) == ["probe"])
+    }
+
+    /// Under a hold, a server that shows no chain within the deadline blocks the tunnel (a forger could otherwise stall
+    /// past it), and marks nobody.
+    @Test func aServerThatStallsIsBlockedAtTheVerdictDeadline() throws {
+        let r = TestResources()
+        var m = Self.machine(Rule(name: "l", action: .block, onProbeError: .allow), host: "rsa.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+        #expect(Self.feed(&m, .upstream, Array(try TLSFixture.bytes("tls12-rsa.s2c.bin").prefix(40)), r) == ["arm(verdict, 5000)"])
+        #expect(Self.strings(m.deadlineFired(.verdict, r)) == ["writeFinding(block handshake_timeout)", "block(handshake_timeout)"])
+    }
+
+    /// A client that sends a few TLS-looking bytes and waits is not TLS: at the ClientHello deadline its bytes flow.
+    @Test func aClientThatNeverCompletesItsHelloFlowsAtTheDeadline() {
+        let r = TestResources()
+        var m = Self.machine(Self.block, host: "a.test")
+        _ = m.start()
+        #expect(Self.feed(&m, .client, [22, 3, 1], r).isEmpty)
+        #expect(m.holdsClientBytes)
+        #expect(Self.strings(m.deadlineFired(.clientHello, r)) == ["flowing(client)"])
+        #expect(!m.holdsClientBytes)
+        #expect(Self.strings(m.deadlineFired(.clientHello, r)) == ["impossible(clientHello fired unarmed in watching)"])
+    }
+
+    /// The tunnel closing while the first probe runs: the probe's verdict is still reached and written.
+    @Test func aTunnelGoneDuringTheFirstProbeIsStillReported() throws {
+        let r = TestResources()
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        #expect(Self.strings(m.tunnelClosed(r)).isEmpty)
+        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["writeFinding(pass)", "release"])
+    }
+
+    /// A tunnel that ends before any evidence was asked for ends quietly: no line, no verdict.
+    @Test func aTunnelGoneBeforeItsHelloEndsQuietly() {
+        let r = TestResources()
+        var m = Self.machine(Self.block, host: "a.test")
+        _ = m.start()
+        #expect(Self.strings(m.tunnelClosed(r)) == ["cancel(clientHello)"])
+        #expect(m.isFinished && m.outcome == nil)
+        #expect(Self.strings(m.probeAnswered(.failure("late"), r)).isEmpty, "late: ignored")
+    }
+
+    @Test func eventsThatCannotHappenAreNamed() {
+        let r = TestResources()
+        var m = Self.machine(Self.alert, host: "a.test")
+        #expect(Self.strings(m.probeAnswered(.failure("x"), r)) == ["impossible(probe answered in watching)"])
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.alert), evidence: Self.evidence, r)) == ["impossible(chain judged in watching)"])
+        #expect(Self.strings(m.deadlineFired(.flight, r)) == ["impossible(flight fired unarmed in watching)"])
+    }
+
+    /// Bytes that are not TLS are a finding at once, under the rule's `non_tls` disposition.
+    @Test func notTLSIsDecidedAtOnce() {
+        let r = TestResources()
+        var m = Self.machine(Rule(name: "n", action: .alert, nonTLS: .block), host: "a.test")
+        _ = m.start()
+        #expect(Self.feed(&m, .client, Array("GET / HTTP/1.1\r\n\r\n".utf8), r)
+                == ["cancel(clientHello)", "writeFinding(block not_tls)", "block(not_tls)"])
+    }
+
+    // MARK: - Room for large handshakes
+
+    /// A Certificate message over 224 KiB is read only with room, taken when its header announces it; under a hold
+    /// the connection may hold that much more. Without room: `oversized_handshake`, marking nobody.
+    @Test(arguments: [true, false])
+    func aLargeCertificateTakesRoom(roomFree: Bool) throws {
+        let r = TestResources(room: roomFree ? 64 << 20 : 1 << 20)
+        let (stream, _, length) = try HandshakeWatchTests.largeCertificateFlight(padding: 300_000)
+        var m = Self.machine(Self.block, host: "rsa.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+        let body = length + 0   // the message body's announced length
+        let slack = Machine.roomSlack
+        let actions = Self.feed(&m, .upstream, stream, chunk: 16_389, r)   // the header arrives before the body
+        #expect(r.asked.first == (body + slack) * 3)
+        if roomFree {
+            #expect(actions == ["arm(verdict, 5000)", "holdUpTo(upstream, \(body + slack))", "judge(passive)"])
+            #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: Self.evidence, r))
+                    == ["cancel(verdict)", "writeFinding(block root_mismatch)", "releaseRoom", "block(root_mismatch)"],
+                    "a chain read with room marks nobody")
+        } else {
+            #expect(actions == ["arm(verdict, 5000)", "cancel(verdict)", "writeFinding(block oversized_handshake)", "block(oversized_handshake)"])
+        }
+    }
+
+    /// A first probe's chain over 512 KiB is kept for its tunnel with room (the prober does not cache it), and the
+    /// verdict deadline starts again when it is kept; the room goes back with the verdict.
+    @Test func aLargeFirstProbeIsKeptWithRoom() throws {
+        let r = TestResources()
+        var probe = try Self.genuineProbe()
+        probe.chainByteCount = 1_000_000
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        _ = m.probeAnswered(.success(probe), r)
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["arm(verdict, 5000)", "reconnect"])
+        #expect(r.held == 1_000_000 + Machine.roomSlack)
+        #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r) == ["judge(probe)"])
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r))
+                == ["cancel(verdict)", "writeFinding(pass)", "releaseRoom", "release"])
+    }
+}
