@@ -42,7 +42,7 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "chainwatch", dependencies: [
-            "ChainwatchProxy", "ChainwatchPolicyFile", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchProcess", "COpenSSL",
+            "ChainwatchProxy", "ChainwatchPolicyFile", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchProcess",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

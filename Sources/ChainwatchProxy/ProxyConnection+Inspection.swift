@@ -5,7 +5,7 @@ import ChainwatchEventLoop
 extension ProxyConnection {
     func startInspection() {
         worker.stats.tunnelsOpened.add(1, ordering: .relaxed)
-        outcome = .tunnel
+        closeOutcome = .tunnel
         guard let snapshot, let target = machine.target, let connectedAddress else { return }
         var facts = facts(for: target)
         facts.upstreamIP = connectedAddress.ip

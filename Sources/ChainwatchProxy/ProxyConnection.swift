@@ -29,7 +29,7 @@ final class ProxyConnection: ConnectionDelegate {
     private var actions: [ConnectionMachine.Action] = []
     private var handling = false
     /// How the connection ends, for the metrics and the access log.
-    var outcome = CloseOutcome.dropped
+    var closeOutcome = CloseOutcome.dropped
     /// For the access log: what is logged of the request or tunnel in progress, since `accessStart`.
     var access = AccessState()
 
@@ -93,7 +93,7 @@ final class ProxyConnection: ConnectionDelegate {
 
     private func handle(_ event: ConnectionMachine.Event) {
         if case .decided(.block(let why)) = event {
-            outcome = .blocked
+            closeOutcome = .blocked
             access.closeReason = .blocked
             access.detail = why
         }
@@ -145,7 +145,7 @@ final class ProxyConnection: ConnectionDelegate {
             connection(side)?.input.drain(count)
             if side == .client { access.moved(count, from: .client) }   // a request head, as the client sent it
         case .vet(let request, let requestLine):
-            if case .forward = request { outcome = .http }
+            if case .forward = request { closeOutcome = .http }
             access.request(requestLine, now: worker.loop.cachedMilliseconds)
             switch request {
             case .connect(let authority), .forward(let authority, _): access.target = authority
@@ -184,7 +184,7 @@ final class ProxyConnection: ConnectionDelegate {
         case .refused(let status, let reason):
             logger.warning("\(status) \(reason)")
             worker.stats.responded(status: status)
-            outcome = .refused
+            closeOutcome = .refused
             access.status = status
             access.closeReason = .refused
             access.detail = reason
@@ -214,6 +214,8 @@ final class ProxyConnection: ConnectionDelegate {
             timer.schedule(milliseconds: milliseconds)
         case .cancelTimer:
             timer.cancel()
+        case .ignored:
+            break   // an event its phase has no use for (a resolver answering after a refusal): nothing to do
         case .log(.info, let message):
             logger.info("\(message)")
         case .log(.warning, let message):
@@ -278,7 +280,7 @@ final class ProxyConnection: ConnectionDelegate {
     private func close() {
         guard client.isOpen || upstream != nil else { return }
         if access.requestLine != nil {   // a request (or tunnel) in progress; a keep-alive client idle between requests has none
-            logAccess(kind: outcome == .refused ? .refused : (outcome == .http ? .http : .tunnel))
+            logAccess(kind: closeOutcome == .refused ? .refused : (closeOutcome == .http ? .http : .tunnel))
         }
         inspection?.tunnelClosed()
         inspection = nil
@@ -288,7 +290,7 @@ final class ProxyConnection: ConnectionDelegate {
         client.close()
         upstream?.close()
         upstream = nil
-        worker.stats.closed(outcome)
+        worker.stats.closed(closeOutcome)
         worker.connectionClosed(self)
     }
 }

@@ -87,8 +87,41 @@ extension ConnectionMachine {
         case schedule(milliseconds: Int)
         case cancelTimer
         case log(LogLevel, String)
+        /// An event that does not apply in the machine's phase (a resolver answering after a refusal, a verdict after
+        /// the close, a redial once bytes have passed): nothing is done. Named, so tests see every such transition.
+        case ignored(String)
         /// Closes both sides, those in `resetting` with an RST (their peer learns the stream did not end normally).
         /// The last action.
         case close(resetting: [Side])
+    }
+}
+
+extension ConnectionMachine.Event {
+    /// The event's name without its values, for `.ignored` (an event's bytes are not worth a log line).
+    public var name: String {
+        switch self {
+        case .started: "started"
+        case .vetted: "vetted"
+        case .resolved: "resolved"
+        case .resolveFailed: "resolveFailed"
+        case .destinationRefused: "destinationRefused"
+        case .connected: "connected"
+        case .connectFailed: "connectFailed"
+        case .readable(let side, _): "readable(\(side))"
+        case .inspected(let side): "inspected(\(side))"
+        case .queued(let side, _): "queued(\(side))"
+        case .drained(let side, _): "drained(\(side))"
+        case .endOfStream(let side): "endOfStream(\(side))"
+        case .failed(let side, _): "failed(\(side))"
+        case .hold(let side, _): "hold(\(side))"
+        case .holdUpTo(let side, _): "holdUpTo(\(side))"
+        case .flowing(let side): "flowing(\(side))"
+        case .decided: "decided"
+        case .redial: "redial"
+        case .reconnect: "reconnect"
+        case .spliceEnded(let side, _): "spliceEnded(\(side))"
+        case .timerFired: "timerFired"
+        case .peeked(let side, _): "peeked(\(side))"
+        }
     }
 }

@@ -9,8 +9,10 @@
 /// splice hand-off are decided here. A side is read exactly while it has no `PauseReason`; the machine emits
 /// `.setReading` whenever that changes.
 ///
-/// About 550 lines, on purpose: every transition of the machine's private state is in this one file (its events and
-/// actions are in `ConnectionMachine+Events.swift`, the plain-HTTP steps in `ExchangeMachine.swift`).
+/// About 560 lines, on purpose: every transition of a CONNECT tunnel's state is in this one file (its events and
+/// actions are in `ConnectionMachine+Events.swift`, each side's state in `SideState` and a connect's in `ConnectAttempt`
+/// (`ConnectionTypes.swift`), the plain-HTTP steps in `ConnectionMachine+Exchange.swift`). An event its phase has no
+/// use for is answered with `.ignored`, never dropped silently.
 public struct ConnectionMachine: Sendable {
     public enum Phase: Sendable, Hashable {
         /// Waiting for a complete request head from the client.
@@ -28,39 +30,26 @@ public struct ConnectionMachine: Sendable {
     }
 
     public let limits: ConnectionLimits
-    public private(set) var phase = Phase.readingRequest
+    public internal(set) var phase = Phase.readingRequest
     /// The upstream asked for (CONNECT target or the URL's authority).
-    public private(set) var target: Authority?
+    public internal(set) var target: Authority?
     public internal(set) var exchange: ExchangeMachine?
     /// Plain-HTTP exchanges completed on this client connection.
-    public private(set) var exchangesServed = 0
+    public internal(set) var exchangesServed = 0
     /// The connection was closed because no traffic came within the idle limit (the access log's close reason).
     public private(set) var closedIdle = false
     /// The request head read so far.
-    private var requestHead = HeadReader(limit: RequestHeadParser.defaultLimit)
+    var requestHead = HeadReader(limit: RequestHeadParser.defaultLimit)
     /// Plain HTTP: the upstream has begun a response head, which must be complete within the request timeout.
-    private var responseHeadDeadline = false
+    var responseHeadDeadline = false
 
-    private var pauses = PerSide(client: PauseSet(), upstream: PauseSet(.notConnected))
-    private var reading = PerSide(client: false, upstream: false)
-    private var buffered = PerSide(client: 0, upstream: 0)
-    private var queued = PerSide(client: 0, upstream: 0)
-    private var writeShut = PerSide(client: false, upstream: false)
-    /// Bytes moved from each side so far, counted from the last splice hand-back.
-    private var relayed = PerSide(client: 0, upstream: 0)
-    /// Bytes moved from each side since the connection began (stream offsets for `.hold`).
-    private var streamRelayed = PerSide(client: 0, upstream: 0)
-    private var lowWatermarkSet = PerSide(client: false, upstream: false)
-    private var addressCount = 0
-    private var nextAddress = 0
-    private var pendingRequest: ProxyRequest?
-    /// Inspection state: whether it is running, how many bytes of each side it has been given, and what it holds.
+    /// Each side's reading, buffering, relaying and holding state.
+    var sides: PerSide<SideState>
+    /// How the connect goes (the request being connected, the resolved addresses tried); kept while relaying, whose
+    /// `.reconnect` dials the address the tunnel had again.
+    var attempt: ConnectAttempt?
+    /// Whether the tunnel's inspection runs (bytes go to it before they are relayed).
     private var inspecting = false
-    private var fed = PerSide(client: 0, upstream: 0)
-    private var allowance = PerSide<Int?>(client: nil, upstream: nil)
-    private var feeding = PerSide(client: false, upstream: false)
-    /// Most bytes of each side held while a verdict is pending (`limits.holdLimit`, or more by `.holdUpTo`).
-    private var holdLimit: PerSide<Int>
     /// Where a `.redial` stands: the upstream connection was dropped for a probe and is not open again yet.
     public enum Redial: Sendable, Hashable {
         /// Waiting for `.reconnect` (the probe runs).
@@ -70,15 +59,16 @@ public struct ConnectionMachine: Sendable {
     }
     public private(set) var redial: Redial?
     /// Plain HTTP: the last response is out and the connection closes once the client has it all.
-    private(set) var closeWhenFlushed = false
+    var closeWhenFlushed = false
 
     public init(limits: ConnectionLimits) {
         self.limits = limits
-        holdLimit = PerSide(client: limits.holdLimit, upstream: limits.holdLimit)
+        sides = PerSide(client: SideState(holdLimit: limits.holdLimit, paused: PauseSet()),
+                        upstream: SideState(holdLimit: limits.holdLimit, paused: PauseSet(.notConnected)))
     }
 
     /// Whether `side` is paused for `reason` (for tests and logs).
-    public func isPaused(_ side: Side, for reason: PauseReason) -> Bool { pauses[side].contains(reason) }
+    public func isPaused(_ side: Side, for reason: PauseReason) -> Bool { sides[side].pauses.contains(reason) }
 
 
     /// Refuses a client before its request is read (over the connection limit).
@@ -97,13 +87,13 @@ public struct ConnectionMachine: Sendable {
 
     /// Appends the actions `event` leads to to `out`: an executor that reuses one buffer allocates nothing per event.
     public mutating func handle(_ event: Event, into out: inout [Action]) {
-        guard phase != .closed else { return }
+        guard phase != .closed else { return out.append(.ignored("\(event.name) after the close")) }
         switch event {
         case .started:
             out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))
             setReading(&out)
         case .vetted(let refusal):
-            guard phase == .connecting, let request = pendingRequest else { break }
+            guard phase == .connecting, let request = attempt?.request else { return ignore(event, &out) }
             if let refusal { refuse(refusal.status, refusal.reason, &out); break }
             let authority: Authority
             switch request {
@@ -112,65 +102,65 @@ public struct ConnectionMachine: Sendable {
             }
             out.append(.resolve(authority))
         case .resolved(let count):
-            guard phase == .connecting else { break }
-            addressCount = count
-            nextAddress = 0
+            guard phase == .connecting else { return ignore(event, &out) }
+            attempt?.addressCount = count
+            attempt?.nextAddress = 0
             connectNext(lastFailure: nil, &out)
         case .resolveFailed(let reason):
-            guard phase == .connecting else { break }
+            guard phase == .connecting else { return ignore(event, &out) }
             refuse(502, reason, &out)
         case .destinationRefused(let reason):
-            guard phase == .connecting else { break }
+            guard phase == .connecting else { return ignore(event, &out) }
             refuse(403, reason, &out)
         case .connectFailed(let failure):
             if phase == .relaying, redial == .connecting { return reconnectFailed("\(failure)", &out) }
-            guard phase == .connecting else { break }
+            guard phase == .connecting else { return ignore(event, &out) }
             out.append(.dropUpstream)
             connectNext(lastFailure: failure, &out)
         case .connected:
             if phase == .relaying, redial == .connecting { return reconnected(&out) }
-            guard phase == .connecting else { break }
+            guard phase == .connecting else { return ignore(event, &out) }
             connected(&out)
         case .readable(let side, let count):
-            buffered[side] = count
+            sides[side].buffered = count
             readable(side, &out)
         case .inspected(let side):
-            feeding[side] = false
+            sides[side].feeding = false
             if phase == .relaying { relay(from: side, &out) }
         case .queued(let side, let count):
-            queued[side] = count
+            sides[side].queued = count
             outputChanged(side, &out)
         case .drained(let side, let count):
-            queued[side] = count
+            sides[side].queued = count
             drained(side, &out)
         case .endOfStream(let side):
             endOfStream(side, &out)
         case .failed(let side, let reason):
             failed(side, reason, &out)
         case .hold(let side, let offset):
-            allowance[side] = max(0, offset - streamRelayed[side])
-            if phase == .relaying, !feeding[side], buffered[side] > 0 { relay(from: side, &out) }
+            sides[side].allowance = max(0, offset - sides[side].streamRelayed)
+            if phase == .relaying, !sides[side].feeding, sides[side].buffered > 0 { relay(from: side, &out) }
         case .holdUpTo(let side, let bytes):
-            guard bytes > holdLimit[side] else { break }
-            holdLimit[side] = bytes
-            if pauses[side].contains(.heldForVerdict), buffered[side] - (allowance[side] ?? 0) < bytes {
+            guard bytes > sides[side].holdLimit else { break }
+            sides[side].holdLimit = bytes
+            if sides[side].pauses.contains(.heldForVerdict), sides[side].buffered - (sides[side].allowance ?? 0) < bytes {
                 resume(side, .heldForVerdict)
                 setReading(&out)
             }
         case .flowing(let side):
-            allowance[side] = nil
+            sides[side].allowance = nil
             resume(side, .heldForVerdict)
             setReading(&out)
-            if phase == .relaying, !feeding[side], buffered[side] > 0 { relay(from: side, &out) }
+            if phase == .relaying, !sides[side].feeding, sides[side].buffered > 0 { relay(from: side, &out) }
         case .decided(let decision):
             decided(decision, &out)
         case .redial:
             dropUpstreamForProbe(&out)
         case .reconnect:
-            guard phase == .relaying, redial == .waiting else { break }
+            guard phase == .relaying, redial == .waiting else { return ignore(event, &out) }
             redial = .connecting
             out.append(.schedule(milliseconds: limits.connectTimeoutMilliseconds))
-            out.append(.connect(addressIndex: max(0, nextAddress - 1)))   // the address the tunnel had
+            out.append(.connect(addressIndex: max(0, (attempt?.nextAddress ?? 0) - 1)))   // the address the tunnel had
         case .spliceEnded(let from, let end):
             spliceEnded(from, end, &out)
         case .timerFired(let idle):
@@ -179,9 +169,13 @@ public struct ConnectionMachine: Sendable {
             switch phase {
             case .readingRequest where side == .client: readRequest(bytes, &out)
             case .exchanging: exchangeStep(side, bytes, &out)
-            default: break
+            default: ignore(event, &out)
             }
         }
+    }
+
+    private func ignore(_ event: Event, _ out: inout [Action]) {
+        out.append(.ignored("\(event.name) in \(phase)"))
     }
 
     // MARK: - Request
@@ -194,7 +188,7 @@ public struct ConnectionMachine: Sendable {
         }
         guard let (head, length) = parsed else { return }
         out.append(.consume(.client, length))
-        buffered[.client] -= min(length, buffered[.client])
+        sides[.client].buffered -= min(length, sides[.client].buffered)
         let request: ProxyRequest
         do { request = try ProxyRequest.classify(head) } catch {
             refuse(error.status, error.reason, &out)
@@ -217,7 +211,7 @@ public struct ConnectionMachine: Sendable {
             exchange = ExchangeMachine(request: rewritten, originalHead: head, limits: limits)
         }
         phase = .connecting
-        pendingRequest = request
+        attempt = ConnectAttempt(request: request)
         pause(.client, .awaitingUpstream)
         setReading(&out)
         out.append(.cancelTimer)
@@ -226,14 +220,14 @@ public struct ConnectionMachine: Sendable {
 
     /// Tries the next resolved address; when none is left, answers with the last failure.
     private mutating func connectNext(lastFailure: ConnectFailure?, _ out: inout [Action]) {
-        guard nextAddress < addressCount else {
+        guard let next = attempt?.nextAddress, let count = attempt?.addressCount, next < count else {
             let failure = lastFailure ?? .failed("connection refused")
             refuse(failure.status, "cannot connect to \(target!): \(failure)", &out)
             return
         }
         out.append(.schedule(milliseconds: limits.connectTimeoutMilliseconds))
-        out.append(.connect(addressIndex: nextAddress))
-        nextAddress += 1
+        out.append(.connect(addressIndex: next))
+        attempt?.nextAddress = next + 1
     }
 
     private mutating func connected(_ out: inout [Action]) {
@@ -246,7 +240,7 @@ public struct ConnectionMachine: Sendable {
             out.append(.write(.upstream, exchange.requestHeadBytes))
             if exchange.requestBody.isComplete { pause(.client, .exchangeInProgress) }   // a pipelined request waits its turn
             setReading(&out)
-            if buffered[.client] > 0 { out.append(.peek(.client, from: 0, max: buffered[.client])) }
+            if sides[.client].buffered > 0 { out.append(.peek(.client, from: 0, max: sides[.client].buffered)) }
             return
         }
         phase = .relaying
@@ -254,7 +248,7 @@ public struct ConnectionMachine: Sendable {
         out.append(.startInspection)
         out.append(.write(.client, HTTPWriter.connectionEstablished))
         setReading(&out)
-        if buffered[.client] > 0 { readable(.client, &out) }
+        if sides[.client].buffered > 0 { readable(.client, &out) }
     }
 
     /// Answers the client with an error of the proxy's own, then lingers until it closes.
@@ -266,9 +260,9 @@ public struct ConnectionMachine: Sendable {
         out.append(.refused(status: status, reason: reason))
         out.append(.write(.client, HTTPWriter.proxyResponse(status: status, body: reason)))
         out.append(.discardInput(.client))
-        buffered[.client] = 0
-        pauses[.client] = PauseSet()
-        pauses[.upstream] = PauseSet(.notConnected)
+        sides[.client].buffered = 0
+        sides[.client].pauses = PauseSet()
+        sides[.upstream].pauses = PauseSet(.notConnected)
         setReading(&out)
         out.append(.schedule(milliseconds: limits.lingerMilliseconds))
     }
@@ -279,11 +273,11 @@ public struct ConnectionMachine: Sendable {
         switch phase {
         case .relaying:
             if inspecting {
-                guard !feeding[side] else { return }
-                if buffered[side] > fed[side] {
-                    feeding[side] = true
-                    out.append(.feedInspection(side, from: fed[side]))
-                    fed[side] = buffered[side]
+                guard !sides[side].feeding else { return }
+                if sides[side].buffered > sides[side].fed {
+                    sides[side].feeding = true
+                    out.append(.feedInspection(side, from: sides[side].fed))
+                    sides[side].fed = sides[side].buffered
                     return   // the relay follows `.inspected`, with whatever the inspection decided about these bytes
                 }
             }
@@ -291,11 +285,11 @@ public struct ConnectionMachine: Sendable {
         case .readingRequest:
             if side == .client { peekRequestHead(&out) }
         case .exchanging:
-            if buffered[side] > 0, pauses[side].isEmpty { peekExchange(side, &out) }
+            if sides[side].buffered > 0, sides[side].pauses.isEmpty { peekExchange(side, &out) }
         case .lingering:
-            if side == .client, buffered[.client] > 0 {
+            if side == .client, sides[.client].buffered > 0 {
                 out.append(.discardInput(.client))
-                buffered[.client] = 0
+                sides[.client].buffered = 0
             }
         case .connecting, .closed:
             break
@@ -305,37 +299,37 @@ public struct ConnectionMachine: Sendable {
     /// Moves what `side` has buffered to the other side, as far as a hold allows; pauses it when held bytes reach
     /// the hold limit.
     private mutating func relay(from side: Side, _ out: inout [Action]) {
-        let available = buffered[side]
+        let available = sides[side].buffered
         guard available > 0 else { return }
-        if pauses[side.other].contains(.notConnected) {   // redialing: nothing moves until the upstream is back
-            if available >= holdLimit[side], !pauses[side].contains(.heldForVerdict) { pause(side, .heldForVerdict); setReading(&out) }
+        if sides[side.other].pauses.contains(.notConnected) {   // redialing: nothing moves until the upstream is back
+            if available >= sides[side].holdLimit, !sides[side].pauses.contains(.heldForVerdict) { pause(side, .heldForVerdict); setReading(&out) }
             return
         }
         var count = available
-        if inspecting, let passing = allowance[side] {
+        if inspecting, let passing = sides[side].allowance {
             count = min(passing, available)
-            allowance[side] = passing - count
-            if available - count >= holdLimit[side] { pause(side, .heldForVerdict); setReading(&out) }
+            sides[side].allowance = passing - count
+            if available - count >= sides[side].holdLimit { pause(side, .heldForVerdict); setReading(&out) }
         }
         guard count > 0 else { return }
-        buffered[side] = available - count
-        fed[side] = max(0, fed[side] - count)
-        relayed[side] += count
-        streamRelayed[side] += count
-        out.append(.relay(from: side, count: count, eager: relayed[side] <= limits.eagerBytes))
+        sides[side].buffered = available - count
+        sides[side].fed = max(0, sides[side].fed - count)
+        sides[side].relayed += count
+        sides[side].streamRelayed += count
+        out.append(.relay(from: side, count: count, eager: sides[side].relayed <= limits.eagerBytes))
     }
 
     /// After bytes were queued for `side` (or it drained): pause its source when full, and perhaps splice.
     private mutating func outputChanged(_ side: Side, _ out: inout [Action]) {
         let source = side.other
-        if queued[side] >= limits.maxBufferedPerDirection, !pauses[source].contains(.peerBackedUp) {
+        if sides[side].queued >= limits.maxBufferedPerDirection, !sides[source].pauses.contains(.peerBackedUp) {
             pause(source, .peerBackedUp)
             setReading(&out)
             out.append(.setLowWatermark(side, limits.maxBufferedPerDirection / 2))
-            lowWatermarkSet[side] = true
+            sides[side].lowWatermarkSet = true
         }
-        if phase == .lingering, side == .client, queued[.client] == 0, !writeShut[.client] {
-            writeShut[.client] = true
+        if phase == .lingering, side == .client, sides[.client].queued == 0, !sides[.client].writeShut {
+            sides[.client].writeShut = true
             out.append(.shutdownWrite(.client))
             return
         }
@@ -347,11 +341,11 @@ public struct ConnectionMachine: Sendable {
 
     private mutating func drained(_ side: Side, _ out: inout [Action]) {
         let source = side.other
-        if pauses[source].contains(.peerBackedUp) {
+        if sides[source].pauses.contains(.peerBackedUp) {
             resume(source, .peerBackedUp)
-            if lowWatermarkSet[side] { lowWatermarkSet[side] = false; out.append(.setLowWatermark(side, 0)) }
+            if sides[side].lowWatermarkSet { sides[side].lowWatermarkSet = false; out.append(.setLowWatermark(side, 0)) }
             setReading(&out)
-            if buffered[source] > 0 {
+            if sides[source].buffered > 0 {
                 readable(source, &out)
             }
         }
@@ -361,27 +355,27 @@ public struct ConnectionMachine: Sendable {
     /// Hands a direction to a splice pump when it carries bulk, the verdict is in and nothing is buffered on its
     /// path (a pump must not overtake queued bytes).
     private mutating func spliceIfBulk(from source: Side, _ out: inout [Action]) {
-        guard limits.spliceBulk, relayed[source] > limits.eagerBytes, !inspecting, phase == .relaying,
-              !pauses[source].contains(.spliced), !pauses[source].contains(.ended), buffered[source] == 0,
-              queued[source.other] == 0, !pauses[source].contains(.peerBackedUp) else { return }
+        guard limits.spliceBulk, sides[source].relayed > limits.eagerBytes, !inspecting, phase == .relaying,
+              !sides[source].pauses.contains(.spliced), !sides[source].pauses.contains(.ended), sides[source].buffered == 0,
+              sides[source.other].queued == 0, !sides[source].pauses.contains(.peerBackedUp) else { return }
         pause(source, .spliced)
         setReading(&out)
         out.append(.splice(from: source))
     }
 
     private mutating func spliceEnded(_ source: Side, _ end: SpliceEnd, _ out: inout [Action]) {
-        guard pauses[source].contains(.spliced) else { return }
+        guard sides[source].pauses.contains(.spliced) else { return }
         switch end {
         case .unavailable:
             resume(source, .spliced)
             setReading(&out)
         case .idle:
             // The pipe is gone; the side is read again, and a burst must move `eagerBytes` again to get a pipe.
-            relayed[source] = 0
+            sides[source].relayed = 0
             resume(source, .spliced)
             setReading(&out)
         case .endOfStream:
-            let first = !pauses[source.other].contains(.ended)
+            let first = !sides[source.other].pauses.contains(.ended)
             pause(source, .ended)   // and stays spliced: the pump is done
             finishHalfCloses(&out)
             if first { halfClosed(&out) }
@@ -394,22 +388,22 @@ public struct ConnectionMachine: Sendable {
     /// Passes an end of stream on once everything before it is written; closes when both ways have ended.
     private mutating func finishHalfCloses(_ out: inout [Action]) {
         guard phase == .relaying else { return }
-        let upstreamDone = pauses[.client].contains(.ended) && queued[.upstream] == 0 && buffered[.client] == 0
-        let clientDone = pauses[.upstream].contains(.ended) && queued[.client] == 0 && buffered[.upstream] == 0
+        let upstreamDone = sides[.client].pauses.contains(.ended) && sides[.upstream].queued == 0 && sides[.client].buffered == 0
+        let clientDone = sides[.upstream].pauses.contains(.ended) && sides[.client].queued == 0 && sides[.upstream].buffered == 0
         if upstreamDone && clientDone {
             // Closing sends each side its FIN (nothing is left unread, so no RST); a shutdown first would be one
             // more system call per side for nothing.
             close(resetting: [], &out)
             return
         }
-        if upstreamDone, !writeShut[.upstream] { writeShut[.upstream] = true; out.append(.shutdownWrite(.upstream)) }
-        if clientDone, !writeShut[.client] { writeShut[.client] = true; out.append(.shutdownWrite(.client)) }
+        if upstreamDone, !sides[.upstream].writeShut { sides[.upstream].writeShut = true; out.append(.shutdownWrite(.upstream)) }
+        if clientDone, !sides[.client].writeShut { sides[.client].writeShut = true; out.append(.shutdownWrite(.client)) }
     }
 
     private mutating func endOfStream(_ side: Side, _ out: inout [Action]) {
         switch phase {
         case .relaying:
-            let first = !pauses[side.other].contains(.ended)
+            let first = !sides[side.other].pauses.contains(.ended)
             pause(side, .ended)
             setReading(&out)
             finishHalfCloses(&out)
@@ -446,18 +440,16 @@ public struct ConnectionMachine: Sendable {
     }
 
     private mutating func decided(_ decision: InspectionDecision, _ out: inout [Action]) {
-        guard phase == .relaying, inspecting else { return }
+        guard phase == .relaying, inspecting else { return out.append(.ignored("decided in \(phase) without an inspection")) }
         switch decision {
         case .release:
             inspecting = false
-            allowance = PerSide(client: nil, upstream: nil)
-            fed = PerSide(client: 0, upstream: 0)
-            feeding = PerSide(client: false, upstream: false)
+            for side in [Side.client, .upstream] { sides[side].endInspection() }
             resume(.upstream, .heldForVerdict)
             resume(.client, .heldForVerdict)
             setReading(&out)
-            if buffered[.upstream] > 0 { relay(from: .upstream, &out) }
-            if buffered[.client] > 0 { relay(from: .client, &out) }
+            if sides[.upstream].buffered > 0 { relay(from: .upstream, &out) }
+            if sides[.client].buffered > 0 { relay(from: .client, &out) }
             finishHalfCloses(&out)
         case .block(let reason):
             inspecting = false
@@ -470,17 +462,17 @@ public struct ConnectionMachine: Sendable {
 
     /// Drops the upstream connection while nothing has passed either way, holding the client's bytes.
     private mutating func dropUpstreamForProbe(_ out: inout [Action]) {
-        guard phase == .relaying, inspecting, redial == nil, streamRelayed[.client] == 0, streamRelayed[.upstream] == 0,
-              !pauses[.upstream].contains(.spliced) else { return }
+        guard phase == .relaying, inspecting, redial == nil, sides[.client].streamRelayed == 0, sides[.upstream].streamRelayed == 0,
+              !sides[.upstream].pauses.contains(.spliced) else { return out.append(.ignored("redial once bytes have passed")) }
         redial = .waiting
         out.append(.dropUpstream)
-        pauses[.upstream] = PauseSet(.notConnected)
-        buffered[.upstream] = 0
-        queued[.upstream] = 0
-        fed[.upstream] = 0
-        feeding[.upstream] = false
-        writeShut[.upstream] = false
-        allowance[.upstream] = 0
+        sides[.upstream].pauses = PauseSet(.notConnected)
+        sides[.upstream].buffered = 0
+        sides[.upstream].queued = 0
+        sides[.upstream].fed = 0
+        sides[.upstream].feeding = false
+        sides[.upstream].writeShut = false
+        sides[.upstream].allowance = 0
         setReading(&out)
     }
 
@@ -491,8 +483,8 @@ public struct ConnectionMachine: Sendable {
         resume(.upstream, .notConnected)
         resume(.client, .heldForVerdict)   // `relay` holds again what a hold still covers
         setReading(&out)
-        if pauses[.client].contains(.ended) { finishHalfCloses(&out) }
-        if buffered[.client] > 0, !feeding[.client] { relay(from: .client, &out) }
+        if sides[.client].pauses.contains(.ended) { finishHalfCloses(&out) }
+        if sides[.client].buffered > 0, !sides[.client].feeding { relay(from: .client, &out) }
     }
 
     /// The tunnel's client already has its `200`: all that is left is to close it.
@@ -506,7 +498,7 @@ public struct ConnectionMachine: Sendable {
     private mutating func timerFired(idle: Int64, _ out: inout [Action]) {
         switch phase {
         case .readingRequest:
-            if exchangesServed > 0 && buffered[.client] == 0 {
+            if exchangesServed > 0 && sides[.client].buffered == 0 {
                 close(resetting: [], &out)   // an idle keep-alive client: close quietly
             } else {
                 refuse(408, "no complete request within \(limits.requestTimeoutMilliseconds / 1000) s", &out)
@@ -535,99 +527,32 @@ public struct ConnectionMachine: Sendable {
     /// Milliseconds without traffic after which the connection closes: the idle timeout, shorter once one side has
     /// ended its stream (a half-closed client whose upstream never answers would otherwise hold both sockets, the
     /// client's in CLOSE-WAIT, for the whole idle timeout).
-    private var idleLimit: Int {
-        let halfClosed = pauses[.client].contains(.ended) || pauses[.upstream].contains(.ended)
+    var idleLimit: Int {
+        let halfClosed = sides[.client].pauses.contains(.ended) || sides[.upstream].pauses.contains(.ended)
         return halfClosed ? min(limits.halfClosedTimeoutMilliseconds, limits.idleTimeoutMilliseconds) : limits.idleTimeoutMilliseconds
     }
 
-    // MARK: - Plain HTTP
-
-    mutating func consumeBuffered(_ side: Side, _ count: Int) { buffered[side] = max(0, buffered[side] - count) }
-
-    /// Asks for the exchange bytes `side` holds: past those read of a response head, else from the start.
-    func peekExchange(_ side: Side, _ out: inout [Action]) {
-        if side == .upstream, let exchange, !exchange.responseStarted {
-            let next = exchange.responseHead.nextPeek
-            out.append(.peek(.upstream, from: next.from, max: next.max))
-        } else {
-            out.append(.peek(side, from: 0, max: buffered[side]))
-        }
-    }
-
-    /// After a response head: the bytes behind it, if any, are read afresh.
-    func peekAfterResponseHead(_ out: inout [Action]) {
-        if buffered[.upstream] > 0, pauses[.upstream].isEmpty { peekExchange(.upstream, &out) }
-    }
-
-    /// The upstream sent a response head's first bytes: the rest must follow within the request timeout, however
-    /// slowly it drips (activity would reset the idle timer).
-    mutating func responseHeadBegan(_ out: inout [Action]) {
-        responseHeadDeadline = true
-        out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))
-    }
-
-    mutating func responseHeadEnded(_ out: inout [Action]) {
-        guard responseHeadDeadline else { return }
-        responseHeadDeadline = false
-        out.append(.schedule(milliseconds: idleLimit))
-    }
-    func queuedBytes(_ side: Side) -> Int { queued[side] }
-
-    mutating func pauseForExchange(_ side: Side, _ out: inout [Action]) {
-        pause(side, .exchangeInProgress)
-        setReading(&out)
-    }
-
-    /// The response is complete: drop the upstream connection and serve the next request, or close.
-    mutating func finishExchange(_ out: inout [Action]) {
-        guard let finished = exchange else { return }
-        exchangesServed += 1
-        exchange = nil
-        responseHeadDeadline = false
-        out.append(.exchangeEnded)
-        out.append(.dropUpstream)
-        pauses[.upstream] = PauseSet(.notConnected)
-        buffered[.upstream] = 0
-        queued[.upstream] = 0
-        resume(.client, .exchangeInProgress)
-        resume(.client, .peerBackedUp)
-        if lowWatermarkSet[.client] { lowWatermarkSet[.client] = false; out.append(.setLowWatermark(.client, 0)) }
-        guard finished.keepAlive, finished.requestBody.isComplete else {
-            closeWhenFlushed = true
-            pause(.client, .closing)
-            setReading(&out)
-            if queued[.client] == 0 { close(resetting: [], &out) }
-            return
-        }
-        phase = .readingRequest
-        target = nil
-        pendingRequest = nil
-        out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))   // the next head, like the first
-        setReading(&out)
-        if buffered[.client] > 0 { peekRequestHead(&out) }
-    }
-
     /// Asks for the request head's bytes past those already read.
-    private func peekRequestHead(_ out: inout [Action]) {
+    func peekRequestHead(_ out: inout [Action]) {
         let next = requestHead.nextPeek
         out.append(.peek(.client, from: next.from, max: next.max))
     }
 
     // MARK: - Reading state
 
-    private mutating func pause(_ side: Side, _ reason: PauseReason) { pauses[side].insert(reason) }
-    private mutating func resume(_ side: Side, _ reason: PauseReason) { pauses[side].remove(reason) }
+    mutating func pause(_ side: Side, _ reason: PauseReason) { sides[side].pauses.insert(reason) }
+    mutating func resume(_ side: Side, _ reason: PauseReason) { sides[side].pauses.remove(reason) }
 
     /// Emits `.setReading` for each side whose paused state changed.
-    private mutating func setReading(_ out: inout [Action]) {
+    mutating func setReading(_ out: inout [Action]) {
         setReading(.client, &out)
         setReading(.upstream, &out)
     }
 
     private mutating func setReading(_ side: Side, _ out: inout [Action]) {
-        let wanted = pauses[side].isEmpty
-        if reading[side] != wanted {
-            reading[side] = wanted
+        let wanted = sides[side].pauses.isEmpty
+        if sides[side].reading != wanted {
+            sides[side].reading = wanted
             out.append(.setReading(side, wanted))
         }
     }

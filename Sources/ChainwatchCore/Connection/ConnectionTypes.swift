@@ -101,7 +101,9 @@ struct PerSide<Value: Sendable & Equatable>: Sendable, Equatable {
 
     subscript(side: Side) -> Value {
         get { side == .client ? client : upstream }
-        set { if side == .client { client = newValue } else { upstream = newValue } }
+        _modify {
+            if side == .client { yield &client } else { yield &upstream }
+        }
     }
 }
 
@@ -129,4 +131,49 @@ struct PauseSet: Sendable, Equatable {
         case .closing: 1 << 7
         }
     }
+}
+
+/// One side of a connection as its machine tracks it: why it is paused, what it buffers and queues, what it relayed,
+/// and what the inspection holds of it.
+struct SideState: Sendable, Equatable {
+    /// Why the side is not read; it is read exactly while this is empty.
+    var pauses: PauseSet
+    /// Whether the executor was last told to read it.
+    var reading = false
+    /// Bytes in its input, and in its output.
+    var buffered = 0
+    var queued = 0
+    /// Its write half is shut (its FIN sent).
+    var writeShut = false
+    /// Bytes moved from it so far, counted from the last splice hand-back (bulk detection).
+    var relayed = 0
+    /// Bytes moved from it since the connection began (stream offsets for `.hold`).
+    var streamRelayed = 0
+    /// A low watermark is set on its output (to resume its peer when it drains).
+    var lowWatermarkSet = false
+    /// Inspection: how many of its bytes the inspection has been given, whether a feed is out, how many bytes may pass
+    /// while the rest is held (nil: not held), and the most held while a verdict is pending.
+    var fed = 0
+    var feeding = false
+    var allowance: Int?
+    var holdLimit: Int
+
+    init(holdLimit: Int, paused: PauseSet) {
+        self.holdLimit = holdLimit
+        pauses = paused
+    }
+
+    /// The verdict is in: nothing more goes to the inspection, and nothing is held.
+    mutating func endInspection() {
+        allowance = nil
+        fed = 0
+        feeding = false
+    }
+}
+
+/// A request being connected: which it is, and the resolved addresses tried so far.
+struct ConnectAttempt: Sendable, Equatable {
+    var request: ProxyRequest
+    var addressCount = 0
+    var nextAddress = 0
 }

@@ -1,4 +1,4 @@
-import COpenSSL
+import ChainwatchOpenSSL
 import Foundation
 import Glibc
 
@@ -85,40 +85,18 @@ struct SelftestClient {
     }
 
     private func handshake(_ fd: Int32, serverName: String, tls13: Bool) -> SelftestOutcome {
-        guard let context = SSL_CTX_new(TLS_client_method()) else { return .proxyError("SSL_CTX_new failed") }
-        defer { SSL_CTX_free(context) }
-        let version = tls13 ? TLS1_3_VERSION : TLS1_2_VERSION
-        _ = c_openssl_SSL_CTX_set_min_proto_version(context, version)
-        _ = c_openssl_SSL_CTX_set_max_proto_version(context, version)
-        SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
-        guard let ssl = SSL_new(context) else { return .proxyError("SSL_new failed") }
-        defer { SSL_free(ssl) }
-        SSL_set_fd(ssl, fd)
-        _ = c_openssl_SSL_set_tlsext_host_name(ssl, serverName)
-        let connected = SSL_connect(ssl)
-        let serverBytes = Int(BIO_number_read(SSL_get_rbio(ssl)))
-        guard connected == 1 else {
+        let get = Array("GET / HTTP/1.1\r\nHost: \(serverName)\r\nConnection: close\r\n\r\n".utf8)
+        let exchange: BlockingTLS.Exchange
+        do { exchange = try BlockingTLS.exchange(on: fd, version: tls13 ? .tls1_3 : .tls1_2, serverName: serverName, request: get) } catch {
+            return .proxyError("\(error)")
+        }
+        let serverBytes = exchange.serverBytesInHandshake
+        guard exchange.handshakeSucceeded else {
             let why = errno == EAGAIN || errno == EWOULDBLOCK ? "nothing for \(Int(timeout)) s" : "the connection was closed"
-            ERR_clear_error()
             return serverBytes == 0 ? .noServerBytes(why) : .handshakeFailed(serverBytes: serverBytes, why)
         }
-        var leaf = ""
-        if let certificate = SSL_get1_peer_certificate(ssl) {
-            var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE)), length: UInt32 = 0
-            X509_digest(certificate, EVP_sha256(), &digest, &length)
-            leaf = digest.prefix(Int(length)).map { String(format: "%02x", $0) }.joined()
-            X509_free(certificate)
-        }
-        let get = "GET / HTTP/1.1\r\nHost: \(serverName)\r\nConnection: close\r\n\r\n"
-        _ = Array(get.utf8).withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
-        var response: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 4096)
-        while response.count < 65536 {
-            let n = SSL_read(ssl, &buffer, Int32(buffer.count))
-            if n <= 0 { break }
-            response += buffer[..<Int(n)]
-        }
-        ERR_clear_error()
-        let text = String(decoding: response, as: UTF8.self)
+        let leaf = exchange.leafSHA256.map { String(format: "%02x", $0) }.joined()
+        let text = String(decoding: exchange.answer, as: UTF8.self)
         guard text.hasPrefix("HTTP/1.1 200"), let split = text.range(of: "\r\n\r\n") else {
             return .handshakeFailed(serverBytes: serverBytes, "no page after the handshake")
         }

@@ -1,4 +1,4 @@
-import COpenSSL
+import ChainwatchOpenSSL
 import Foundation
 import Glibc
 
@@ -74,39 +74,18 @@ class SelftestListener: @unchecked Sendable {
 
 /// A TLS server (TLS 1.2 and 1.3) that answers any request with one page: the genuine server, or the forgery.
 final class SelftestTLSServer: SelftestListener, @unchecked Sendable {
-    private let context: OpaquePointer
-    private let page: String
+    private let server: BlockingTLS.Server
+    private let answer: [UInt8]
 
     init(address: String, chain: URL, key: URL, page: String) throws {
-        guard let context = SSL_CTX_new(TLS_server_method()) else { throw SelftestError("SSL_CTX_new failed") }
-        guard SSL_CTX_use_certificate_chain_file(context, chain.path) == 1,
-              SSL_CTX_use_PrivateKey_file(context, key.path, SSL_FILETYPE_PEM) == 1 else {
-            SSL_CTX_free(context)
-            throw SelftestError("cannot load \(chain.path)")
+        do { server = try BlockingTLS.Server(chainFile: chain.path, keyFile: key.path) } catch {
+            throw SelftestError("cannot load \(chain.path): \(error)")
         }
-        _ = c_openssl_SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION)
-        self.context = context
-        self.page = page
+        answer = Array("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: \(page.utf8.count)\r\nConnection: close\r\n\r\n\(page)".utf8)
         try super.init(address: address)
     }
 
-    deinit { SSL_CTX_free(context) }
-
-    override func serve(_ client: Int32) {
-        guard let ssl = SSL_new(context) else { return }
-        defer { SSL_free(ssl) }
-        SSL_set_fd(ssl, client)
-        guard SSL_accept(ssl) == 1 else { return }
-        var request: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 4096)
-        while request.count < 16384, !request.ends(with: Array("\r\n\r\n".utf8)) {
-            let n = SSL_read(ssl, &buffer, Int32(buffer.count))
-            guard n > 0 else { return }
-            request += buffer[..<Int(n)]
-        }
-        let response = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: \(page.utf8.count)\r\nConnection: close\r\n\r\n\(page)"
-        _ = Array(response.utf8).withUnsafeBytes { SSL_write(ssl, $0.baseAddress, Int32($0.count)) }
-        SSL_shutdown(ssl)
-    }
+    override func serve(_ client: Int32) { server.serve(client, answer: answer) }
 }
 
 /// A server that stalls its handshake: it relays to the genuine server but lets only the first handshake message

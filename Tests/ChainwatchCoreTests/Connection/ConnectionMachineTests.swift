@@ -154,7 +154,7 @@ import Testing
         _ = m.handle(.inspected(.upstream))
         let out = m.handle(.decided(.block("root_mismatch: not the pinned root")))
         #expect(out == [.log(.warning, "blocked: root_mismatch: not the pinned root"), .cancelTimer, .close(resetting: [])])
-        #expect(m.handle(.readable(.upstream, buffered: 4000)) == [])
+        #expect(m.handle(.readable(.upstream, buffered: 4000)) == [.ignored("readable(upstream) after the close")])
     }
 
     @Test func aVerdictDuringTheFeedRelaysOnce() {
@@ -375,9 +375,9 @@ import Testing
         _ = m.handle(.flowing(.upstream))
         _ = m.handle(.readable(.upstream, buffered: 10))
         _ = m.handle(.inspected(.upstream))   // 10 server bytes reached the client
-        #expect(m.handle(.redial) == [])
+        #expect(m.handle(.redial) == [.ignored("redial once bytes have passed")])
         #expect(m.redial == nil)
-        #expect(m.handle(.reconnect) == [], "no reconnect without a redial")
+        #expect(m.handle(.reconnect) == [.ignored("reconnect in relaying")], "no reconnect without a redial")
     }
 
     @Test func blockWhileRedialingClosesWithoutReconnecting() {
@@ -418,5 +418,16 @@ import Testing
         let up = m.handle(.connected)
         #expect(up.contains(.setReading(.client, true)))
         #expect(up.contains(.relay(from: .client, count: limits.holdLimit + 1, eager: limits.holdLimit + 1 <= limits.eagerBytes)))
+    }
+
+    /// An event the phase has no use for is named, not dropped: a resolver answering after the request was refused,
+    /// a verdict for a connection whose inspection was never started, a response byte peeked while reading a request.
+    @Test func eventsThatDoNotApplyAreNamed() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        _ = m.handle(.started)
+        #expect(m.handle(.resolved(addressCount: 1)) == [.ignored("resolved in readingRequest")])
+        #expect(m.handle(.decided(.release)) == [.ignored("decided in readingRequest without an inspection")])
+        #expect(m.handle(.peeked(.upstream, [1])) == [.ignored("peeked(upstream) in readingRequest")])
+        #expect(m.handle(.connected) == [.ignored("connected in readingRequest")])
     }
 }
