@@ -79,11 +79,13 @@ extension TLSClient {
         guard c_openssl_SSL_set_max_proto_version(ssl, Int32(range.upperBound.rawValue)) == 1 else {
             throw .drainingQueue(call: "SSL_set_max_proto_version")
         }
-        let groups = orderedGroups(offer).compactMap { catalogue.groupNames[$0] }
+        // OpenSSL refuses a list that names an entry twice; clients send such lists (Safari's signature_algorithms
+        // carries rsa_pss_rsae_sha384 twice): each entry once, at its first place. A server reads them as a set.
+        let groups = firstOfEach(orderedGroups(offer)).compactMap { catalogue.groupNames[$0] }
         if !groups.isEmpty, c_openssl_SSL_set1_groups_list(ssl, groups.joined(separator: ":")) != 1 {
             throw .drainingQueue(call: "SSL_set1_groups_list")
         }
-        let schemes = offer.signatureAlgorithms.compactMap { catalogue.signatureNames[$0] }
+        let schemes = firstOfEach(offer.signatureAlgorithms).compactMap { catalogue.signatureNames[$0] }
         if !schemes.isEmpty, c_openssl_SSL_set1_sigalgs_list(ssl, schemes.joined(separator: ":")) != 1 {
             throw .drainingQueue(call: "SSL_set1_sigalgs_list")
         }
@@ -95,6 +97,12 @@ extension TLSClient {
             guard c_openssl_SSL_set_tlsext_host_name(ssl, name) == 1 else { throw .drainingQueue(call: "SSL_set_tlsext_host_name") }
         }
         if !offer.extensionTypes.isEmpty { try applyExtensionSet(Set(offer.extensionTypes), to: ssl) }
+    }
+
+    /// `values` with each value at its first place only.
+    static func firstOfEach(_ values: [UInt16]) -> [UInt16] {
+        var seen = Set<UInt16>()
+        return values.filter { seen.insert($0).inserted }
     }
 
     /// supported_groups in the client's order, except that the first key-share group OpenSSL can use in TLS 1.3

@@ -162,6 +162,23 @@ struct TLSClientTests {
         #expect(result.serverMessages.map(\.type) == [8, 11, 15, 20])
     }
 
+    /// Safari's signature_algorithms names rsa_pss_rsae_sha384 (0x0805) twice, as curl_cffi's safari target sends it;
+    /// OpenSSL refuses such a list, and every probe for such a client failed (under block, the genuine site blocked
+    /// as probe_failed on every connection). Each entry is sent once, in the client's order.
+    @Test func aSafariOfferWithARepeatedSchemeIsProbed() throws {
+        let server = try OpenSSLServer(["-cert", PKI.path("genuine.pem"), "-key", PKI.path("genuine.key"),
+                                        "-cert_chain", PKI.path("genuine.chain.pem")])
+        defer { server.stop() }
+        let safari: [UInt16] = [0x0403, 0x0804, 0x0401, 0x0503, 0x0203, 0x0805, 0x0805, 0x0501, 0x0806, 0x0601, 0x0201]
+        let offer = ClientOffer(serverName: "genuine.test", versions: [.tls1_3, .tls1_2], cipherSuites: [0x1301, 0x1302, 0x1303, 0xC02C],
+                                supportedGroups: [29, 23, 24, 25, 23], keyShareGroups: [29], signatureAlgorithms: safari)
+        let result = try ChainFetcher.fetch(host: "127.0.0.1", port: server.port, offer: offer, timeoutMilliseconds: 5_000).handshake
+        #expect(result.version == .tls1_3)
+        let sent = try ParsedHello(handshakeMessage: result.clientHello)
+        #expect(sent.u16List(13) == [0x0403, 0x0804, 0x0401, 0x0503, 0x0203, 0x0805, 0x0501, 0x0806, 0x0601, 0x0201])
+        #expect(sent.u16List(10) == [29, 23, 24, 25])
+    }
+
     @Test func signatureAlgorithmsChooseTheCertificateOfADualCertificateServer() throws {
         let directory = NSTemporaryDirectory() + "chainwatch-tlsclient-\(getpid())"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
