@@ -10,7 +10,8 @@ import Testing
     @Test func theServersChainMarksItsUpstream() {
         for reason: Reason in [.untrustedChain, .rootMismatch, .hostnameMismatch, .expired] {
             #expect(marks(Self.finding(reason), sni: "a.test", host: "a.test"))
-            #expect(marks(Self.finding(reason), sni: nil, host: "a.test"))
+            #expect(marks(Self.finding(reason), sni: nil, host: "a.test"), "no hello read: the tunnel's own state")
+            #expect(marks(Self.finding(reason), sni: nil, host: "192.0.2.7", hello: Self.noSNI), "an IP literal has no SNI")
             #expect(marks(Self.finding(reason), sni: "A.Test.", host: "a.test"), "the same name, written otherwise")
         }
     }
@@ -29,6 +30,20 @@ import Testing
     @Test func whatTheProxysOwnStateDecidedMarksNothing() {
         #expect(!marks(Self.finding(.oversizedHandshake), sni: "a.test", host: "a.test"))
         #expect(!marks(Self.finding(.handshakeTimeout), sni: nil, host: "a.test"))
+    }
+
+    static let noSNI = ClientHello(legacyVersion: .tls1_2, random: [UInt8](repeating: 0, count: 32), sessionID: [],
+                                   cipherSuites: [CipherSuite(rawValue: 0x1301)], serverName: nil, supportedVersions: [.tls1_3],
+                                   alpnProtocols: [], offersPreSharedKey: false, offersSessionTicket: false, signatureAlgorithms: [])
+
+    /// Routes by which one client's own offer made a finding that marked the upstream for everyone (a 403 for five
+    /// minutes at will): a hello with no SNI to a multi-site server (its default certificate), an offer of TLS 1.2
+    /// only under `min_tls: "1.3"`, a non-forward-secret suite only under `profile: ats`.
+    @Test func whatTheClientsOfferPickedMarksNothing() {
+        #expect(!marks(Self.finding(.hostnameMismatch), sni: nil, host: "a.test", hello: Self.noSNI))
+        #expect(!marks(Self.finding(.tlsVersion), sni: "a.test", host: "a.test"))
+        #expect(!marks(Self.finding(.noForwardSecrecy), sni: "a.test", host: "a.test"))
+        #expect(marks(Self.finding(.weakKey), sni: "a.test", host: "a.test"), "the chain's own key still marks")
     }
 
     @Test func anAlertMarksNothing() {

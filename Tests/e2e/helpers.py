@@ -239,7 +239,9 @@ class BlobHTTPHandler(BaseHTTPRequestHandler):
 class HTTPServer:
     """A threaded HTTP (or HTTPS with `certfile`/`keyfile`) server on loopback."""
 
-    def __init__(self, blob=b"", certfile=None, keyfile=None, host="127.0.0.1", tls=None, more_certs=()):
+    def __init__(self, blob=b"", certfile=None, keyfile=None, host="127.0.0.1", tls=None, more_certs=(), sites=None):
+        """`sites`: {server name: (fullchain, key)}, served to a hello naming it (a server with many sites); any
+        other hello, one without SNI included, gets `certfile`."""
         self.server = ThreadingHTTPServer((host, 0), BlobHTTPHandler)
         self.server.daemon_threads = True
         self.server.blob = blob
@@ -252,6 +254,19 @@ class HTTPServer:
             if tls:
                 version = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}[tls]
                 ctx.minimum_version = ctx.maximum_version = version
+            if sites:
+                named = {}
+                for name, (site_cert, site_key) in sites.items():
+                    site = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                    site.load_cert_chain(str(site_cert), str(site_key))
+                    if tls:
+                        site.minimum_version = site.maximum_version = version
+                    named[name] = site
+
+                def pick(sock, server_name, _):
+                    if server_name in named:
+                        sock.context = named[server_name]
+                ctx.sni_callback = pick
             # The handshake runs in each connection's own thread, not in accept(): one client whose handshake
             # is held (a blocking proxy waiting for its verdict) must not stop the server accepting others.
             self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)

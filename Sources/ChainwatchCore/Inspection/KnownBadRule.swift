@@ -5,10 +5,13 @@
 /// 1. the verdict blocks (an alert marks nothing);
 /// 2. the finding is the chain's, not the client's nor the proxy's own state: not `not_tls` (the client's bytes),
 ///    `sni_mismatch`, `evidence_mismatch` (an offer whose handshake the probe's cannot match), `probe_failed` (an
-///    offer the server refuses fails the probe made with it), `handshake_timeout` (a slow path is not a forged chain)
-///    or `oversized_handshake` (no room because other tunnels held it: one client opening many would deny the host to
-///    all);
-/// 3. the chain was judged for the CONNECT host: a ClientHello whose SNI names another host says nothing about it;
+///    offer the server refuses fails the probe made with it), `tls_version` and `no_forward_secrecy` (the version
+///    and suite negotiated from what the client offered: an offer of TLS 1.2 only under `min_tls: "1.3"`),
+///    `handshake_timeout` (a slow path is not a forged chain) or `oversized_handshake` (no room because other
+///    tunnels held it: one client opening many would deny the host to all);
+/// 3. the chain was judged for the CONNECT host: a ClientHello whose SNI names another host says nothing about it,
+///    nor does one with no SNI to a CONNECT host that is a name (a server with many sites answers it with its default
+///    certificate, which every client that names the host never sees);
 /// 4. the chain was not one read with room (over 224 KiB): the mark keeps its evidence, tens of thousands of names,
 ///    for minutes;
 /// 5. the client's offer did not pick the leaf's key type: a server with an RSA and an ECDSA certificate answers an
@@ -16,8 +19,8 @@
 ///    RSA-only client would otherwise have every client refused for five minutes).
 public enum KnownBadRule {
     /// Reasons a block gives that mark nothing (condition 2).
-    public static let steerableReasons: Set<Reason> = [.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed,
-                                                       .handshakeTimeout, .oversizedHandshake]
+    public static let steerableReasons: Set<Reason> = [.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed, .tlsVersion,
+                                                       .noForwardSecrecy, .handshakeTimeout, .oversizedHandshake]
 
     /// - Parameters:
     ///   - finding: the verdict's deciding finding.
@@ -28,8 +31,10 @@ public enum KnownBadRule {
     public static func marks(_ finding: Finding, facts: ConnectionFacts, leafKeyType: CertificateFacts.KeyType?,
                              clientHello: ClientHello?, largeChain: Bool) -> Bool {
         guard finding.action == .block, !steerableReasons.contains(finding.reason), !largeChain else { return false }
-        if let serverName = facts.serverName, HostName.normalize(serverName) != HostName.normalize(facts.connectHost) {
-            return false
+        if let serverName = facts.serverName {
+            if HostName.normalize(serverName) != HostName.normalize(facts.connectHost) { return false }
+        } else if clientHello != nil, HostName.ipAddressBytes(facts.connectHost) == nil {
+            return false   // no SNI to a name: the server's default certificate
         }
         if let picked = clientHello?.onlyKeyType(version: facts.protocolVersion), leafKeyType == picked { return false }
         return true
