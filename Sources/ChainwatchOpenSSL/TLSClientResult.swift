@@ -111,6 +111,4 @@ final class HandshakeCapture {
     }
 }
 
-extension TLSClientResult: InspectionProbe {
-    public var chainByteCount: Int { chainDER.reduce(0) { $0 + $1.count } }
-}
+extension TLSClientResult: InspectionProbe {}

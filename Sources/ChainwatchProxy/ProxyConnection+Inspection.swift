@@ -47,7 +47,7 @@ extension ProxyConnection {
                                          policy: snapshot.policy, ruleIdentities: snapshot.ruleIdentities,
                                          anchorsGeneration: snapshot.anchorsGeneration)
         case .forward(let authority, _):
-            decision = Admission.forward(facts: facts(for: authority), requestLine: requestLine,
+            decision = Admission.forward(authority, facts: facts(for: authority), requestLine: requestLine,
                                          policy: inspector.policies.snapshot.policy)
         }
         if let line = decision.finding {

@@ -100,8 +100,8 @@ struct PerSide<Value: Sendable & Equatable>: Sendable, Equatable {
     var upstream: Value
 
     subscript(side: Side) -> Value {
-        get { side == .client ? client : upstream }
-        _modify {
+        @inline(__always) get { side == .client ? client : upstream }
+        @inline(__always) _modify {
             if side == .client { yield &client } else { yield &upstream }
         }
     }

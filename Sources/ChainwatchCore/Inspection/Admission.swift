@@ -42,12 +42,12 @@ public enum Admission {
     /// - Parameters:
     ///   - facts: the connection's facts (client, CONNECT host and port).
     ///   - ruleIdentities, anchorsGeneration: the current policy snapshot's.
-    public static func connect(facts: ConnectionFacts, mark: KnownBadMark?, policy: Policy, ruleIdentities: Set<RuleIdentity>,
-                               anchorsGeneration: Int) -> Decision {
+    public static func connect(facts: @autoclosure () -> ConnectionFacts, mark: KnownBadMark?, policy: Policy,
+                               ruleIdentities: Set<RuleIdentity>, anchorsGeneration: Int) -> Decision {
         guard let mark, ruleIdentities.contains(mark.rule), mark.anchors == anchorsGeneration else { return .admit }
         var evidence = mark.evidence
         evidence?.source = .cache
-        var facts = facts
+        var facts = facts()   // only now: the client's address as text is not made for every CONNECT
         facts.serverName = evidence?.serverName
         facts.protocolVersion = evidence?.protocolVersion
         facts.cipher = evidence?.cipher
@@ -59,13 +59,15 @@ public enum Admission {
     }
 
     /// Plain HTTP to a host whose rule says `https_only`: a finding, and under `block` a `403`.
-    public static func forward(facts: ConnectionFacts, requestLine: String, policy: Policy) -> Decision {
-        let rule = policy.rule(for: facts.connectHost, port: facts.port)
+    public static func forward(_ authority: Authority, facts: @autoclosure () -> ConnectionFacts, requestLine: String,
+                               policy: Policy) -> Decision {
+        let rule = policy.rule(for: authority.host, port: authority.port)
         guard rule.httpsOnly else { return .admit }
+        let facts = facts()
         let verdict = Evaluator.verdict(for: .plainHTTP(String(requestLine.prefix(200))), rule: rule)
         let line = FindingLine(verdict: verdict, evidence: nil, rule: rule, facts: facts)
         guard verdict.action == .block else { return Decision(refusal: nil, finding: line) }
-        return Decision(refusal: .init(status: 403, reason: "blocked by chainwatch: https_only: plain HTTP to \(facts.connectHost) is not allowed"),
+        return Decision(refusal: .init(status: 403, reason: "blocked by chainwatch: https_only: plain HTTP to \(authority.host) is not allowed"),
                         finding: line)
     }
 }

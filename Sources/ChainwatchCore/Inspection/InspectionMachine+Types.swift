@@ -1,6 +1,8 @@
 /// A probe's result as the inspection weighs it: what the same offer got from the same address. The probe engine's
-/// result (`TLSClientResult`) conforms; tests make their own.
-public protocol InspectionProbe: Sendable, Equatable {
+/// result (`TLSClientResult`) conforms; tests make their own. The machine holds it as `any InspectionProbe`: a generic
+/// machine cost every tunnel about 20 000 instructions of runtime generic-metadata lookups (its nested types, arrays
+/// of its actions), a quarter of a TLS 1.3 connection's cost in callgrind.
+public protocol InspectionProbe: Sendable {
     /// The negotiated version and suite.
     var version: TLSVersion { get }
     var cipher: CipherSuite { get }
@@ -11,8 +13,16 @@ public protocol InspectionProbe: Sendable, Equatable {
     /// The probe's own hellos, parsed; nil when they cannot be (then only the chain is judged).
     var parsedClientHello: ClientHello? { get }
     var parsedServerHello: ServerHello? { get }
+    /// The chain as sent (DER, leaf first), the OCSP response stapled to it, and their digest when known (the verdict
+    /// cache's key).
+    var chainDER: [[UInt8]] { get }
+    var ocspResponse: [UInt8]? { get }
+    var chainDigest: [UInt8]? { get }
+}
+
+extension InspectionProbe {
     /// The bytes of the chain as sent (all certificates' DER).
-    var chainByteCount: Int { get }
+    public var chainByteCount: Int { chainDER.reduce(0) { $0 + $1.count } }
 }
 
 /// What an inspection asks of the process while it runs, answered at once. Owned by the executor; the machine calls
@@ -46,7 +56,7 @@ extension InspectionMachine {
     }
 
     mutating func cancel(_ deadline: Deadline, _ out: inout [Action]) {
-        guard armed.remove(deadline) != nil else { return }
+        guard armed.remove(deadline) else { return }
         out.append(.cancel(deadline))
     }
 
@@ -81,20 +91,20 @@ extension InspectionMachine {
     }
 
     /// Where the inspection stands; each phase carries what means something in it.
-    public enum Phase: Sendable, Equatable {
+    public enum Phase: Sendable {
         /// Reading the hellos; no evidence asked for yet.
         case watching
         /// Probe first: the upstream connection was dropped (`.redial`) and the probe with the client's offer runs.
-        case probingFirst(ClientOffer)
+        indirect case probingFirst(ClientOffer)
         /// Probe first: its chain is judged (under `rule`); the tunnel's own bytes still reach the watch.
-        case judgingFirstProbe(ClientOffer, Probe, rule: Rule)
+        indirect case judgingFirstProbe(ClientOffer, Probe, rule: Rule)
         /// The probe for the tunnel's offer runs; `fresh`: a re-probe after the tunnel differed from a cached result.
-        case probing(ClientOffer, fresh: Bool)
+        indirect case probing(ClientOffer, fresh: Bool)
         /// A probe's result is weighed against the tunnel's ServerHello and encrypted flight (the flight deadline
         /// starts once per result, when the flight falls short).
-        case weighing(ClientOffer, Probe, fresh: Bool, flightDeadlineStarted: Bool)
+        indirect case weighing(ClientOffer, Probe, fresh: Bool, flightDeadlineStarted: Bool)
         /// A chain (the tunnel's own, or a probe's that agreed) is judged under `rule`.
-        case judging(rule: Rule)
+        indirect case judging(rule: Rule)
         /// Done: the verdict (nil when the tunnel ended before one was needed).
         case finished(InspectionOutcome?)
 
@@ -138,6 +148,24 @@ extension InspectionMachine {
         return EvidenceAgreement.disagreement(tunnel: tunnelHello, probe: probeHello, client: clientHello, probeClient: probeClient)
     }
 
+    /// Deadlines as bits (a `Set` hashed and allocated on every tunnel).
+    struct DeadlineSet: Sendable {
+        private var bits: UInt8 = 0
+        mutating func insert(_ deadline: Deadline) { bits |= Self.bit(deadline) }
+        /// Removes `deadline`; whether it was there.
+        mutating func remove(_ deadline: Deadline) -> Bool {
+            defer { bits &= ~Self.bit(deadline) }
+            return bits & Self.bit(deadline) != 0
+        }
+        private static func bit(_ deadline: Deadline) -> UInt8 {
+            switch deadline {
+            case .clientHello: 1
+            case .verdict: 2
+            case .flight: 4
+            }
+        }
+    }
+
     /// The timers an inspection runs, each armed and cancelled by name.
     public enum Deadline: Sendable, Hashable, CaseIterable, CustomStringConvertible {
         /// How long the client's bytes are held for its whole ClientHello (a TLS client sends it at once).
@@ -157,7 +185,7 @@ extension InspectionMachine {
     }
 
     /// A chain to judge, and where it came from.
-    public enum Chain: Sendable, Equatable {
+    public enum Chain: Sendable {
         /// Read from the tunnel (TLS ≤ 1.2), with the OCSP response stapled to it.
         case passive([[UInt8]], stapled: [UInt8]?)
         /// A probe's result: its chain, staple and digest.
@@ -170,7 +198,7 @@ extension InspectionMachine {
     }
 
     /// The outcome of a probe, as the machine is told it.
-    public enum ProbeAnswer: Sendable, Equatable {
+    public enum ProbeAnswer: Sendable {
         case success(Probe)
         /// No chain (detail: why): `probe_failed`.
         case failure(String)
@@ -179,23 +207,23 @@ extension InspectionMachine {
     }
 
     /// What the executor does for the machine, in order.
-    public enum Action: Sendable, Equatable, CustomStringConvertible {
+    public enum Action: Sendable, CustomStringConvertible {
         /// Tell the connection's machine (hold, flow, redial, reconnect, the decision).
         case connection(ConnectionMachine.Event)
         /// Probe the tunnel's address with `offer`; `fresh`: forget the cached result first (a re-probe). Answered by
         /// `probeAnswered`.
-        case probe(ClientOffer, fresh: Bool)
+        indirect case probe(ClientOffer, fresh: Bool)
         /// Judge `chain` under `rule` for a tunnel with `facts`. Answered by `chainJudged`.
-        case judge(Chain, rule: Rule, facts: ConnectionFacts)
+        indirect case judge(Chain, rule: Rule, facts: ConnectionFacts)
         /// Start `Deadline`'s timer (answered by `deadlineFired`), or stop it.
         case arm(Deadline, milliseconds: Int)
         case cancel(Deadline)
         /// Give back the room this tunnel holds for large handshakes.
         case releaseRoom
         /// Count the verdict and, when it has a finding, write its alert line.
-        case writeFinding(Verdict, evidence: Evidence?, rule: Rule, facts: ConnectionFacts)
+        indirect case writeFinding(Verdict, evidence: Evidence?, rule: Rule, facts: ConnectionFacts)
         /// Mark the CONNECT host's upstream known-bad (`KnownBadRule` said so).
-        case markKnownBad(Finding, rule: Rule, evidence: Evidence?, facts: ConnectionFacts)
+        indirect case markKnownBad(Finding, rule: Rule, evidence: Evidence?, facts: ConnectionFacts)
         /// Something of chainwatch's own went wrong (the probe's hellos cannot be parsed): log it.
         case logError(String)
         /// An event that cannot happen in the state it came in: a fault of the executor's, logged.

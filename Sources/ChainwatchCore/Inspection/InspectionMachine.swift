@@ -13,7 +13,10 @@
 /// An alert rule holds nothing once the ClientHello has picked it and does not probe first. Events that come late
 /// (a probe answered after the tunnel was decided) do nothing; events that cannot happen in a phase are answered
 /// with `.impossible`.
-public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
+public struct InspectionMachine: Sendable {
+    /// A probe's result, as the machine holds it.
+    public typealias Probe = any InspectionProbe
+
     /// Held and buffered beyond a large message's own bytes: the ServerHello, record headers (5 bytes per 16 KiB),
     /// the messages after it in the same flight.
     public static var roomSlack: Int { 64 * 1024 }
@@ -32,7 +35,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     let settings: Settings
     private var ruleCache: (host: String, rule: Rule)
     /// Deadlines armed and not yet fired or cancelled.
-    var armed: Set<Deadline> = []
+    var armed = DeadlineSet()
     var verdictDeadlineStarted = false
     private var sawServerBytes = false
     private var tunnelEnded = false
@@ -87,7 +90,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     }
 
     /// Client → server bytes, in order, any chunking.
-    public mutating func clientBytes(_ bytes: some Collection<UInt8>, _ resources: some InspectionResources) -> [Action] {
+    public mutating func clientBytes(_ bytes: some Collection<UInt8>, _ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
         switch phase {
         case .finished, .judging: return out   // decided, or a chain is judged: the rest adds nothing
@@ -111,7 +114,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     }
 
     /// Server → client bytes, in order, any chunking.
-    public mutating func serverBytes(_ bytes: some Collection<UInt8>, _ resources: some InspectionResources) -> [Action] {
+    public mutating func serverBytes(_ bytes: some Collection<UInt8>, _ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
         switch phase {
         case .finished, .judging: return out
@@ -140,7 +143,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     }
 
     /// The answer to `.probe`.
-    public mutating func probeAnswered(_ answer: ProbeAnswer, _ resources: some InspectionResources) -> [Action] {
+    public mutating func probeAnswered(_ answer: ProbeAnswer, _ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
         switch phase {
         case .probingFirst(let offer):
@@ -177,7 +180,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     }
 
     /// The answer to `.judge`.
-    public mutating func chainJudged(_ verdict: Verdict, evidence: Evidence, _ resources: some InspectionResources) -> [Action] {
+    public mutating func chainJudged(_ verdict: Verdict, evidence: Evidence, _ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
         switch phase {
         case .judgingFirstProbe(let offer, let probe, let rule):
@@ -204,9 +207,9 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     }
 
     /// An armed deadline fired.
-    public mutating func deadlineFired(_ deadline: Deadline, _ resources: some InspectionResources) -> [Action] {
+    public mutating func deadlineFired(_ deadline: Deadline, _ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
-        guard armed.remove(deadline) != nil else {
+        guard armed.remove(deadline) else {
             return isFinished ? out : [.impossible("\(deadline) fired unarmed in \(phase.name)")]
         }
         switch deadline {
@@ -233,7 +236,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
 
     /// The tunnel closed: nothing more of its handshake will come, now or after a re-probe. Evidence already on its
     /// way is still judged and reported (that is exactly the interesting case); else the inspection ends quietly.
-    public mutating func tunnelClosed(_ resources: some InspectionResources) -> [Action] {
+    public mutating func tunnelClosed(_ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
         guard !isFinished else { return out }
         tunnelEnded = true
@@ -255,7 +258,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     /// serves one connection at a time then answers the probe instead of holding it in its backlog; a chain that
     /// blocks is blocked before the client gets a server byte; else the tunnel reconnects to the same address and its
     /// handshake is compared with the probe as usual.
-    private mutating func probeFirstIfNeeded(_ hello: ClientHello, _ resources: some InspectionResources, _ out: inout [Action]) {
+    private mutating func probeFirstIfNeeded(_ hello: ClientHello, _ resources: any InspectionResources, _ out: inout [Action]) {
         guard holds, !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
         let offer = ClientOffer(mirroring: hello)
         guard !resources.hasProbeResult(for: offer) else { return }
@@ -264,7 +267,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
         out.append(.probe(offer, fresh: false))
     }
 
-    private mutating func handle(_ need: HandshakeWatch.Need, _ resources: some InspectionResources, _ out: inout [Action]) {
+    private mutating func handle(_ need: HandshakeWatch.Need, _ resources: any InspectionResources, _ out: inout [Action]) {
         let event: TunnelEvent
         switch need {
         case .moreBytes: return
@@ -281,7 +284,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     }
 
     /// Gets the probe evidence for this tunnel: the result kept from the probe made first, or a probe.
-    private mutating func probe(_ offer: ClientOffer, fresh: Bool, _ resources: some InspectionResources, _ out: inout [Action]) {
+    private mutating func probe(_ offer: ClientOffer, fresh: Bool, _ resources: any InspectionResources, _ out: inout [Action]) {
         if fresh { keptProbeBytes = 0 }   // a kept result is dropped for the fresh one
         if !fresh, let kept, kept.offer == offer {   // made for this tunnel just before its handshake
             self.kept = nil
@@ -311,7 +314,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     /// Keeps the first probe's result for this tunnel. A result the prober caches is shared with it; a larger one
     /// takes room first, and the server then has the verdict deadline, from now, to show its handshake (one that took
     /// the reconnect and sends nothing does not hold the room longer). Without room the tunnel probes again.
-    private mutating func keep(_ probe: Probe, for offer: ClientOffer, _ resources: some InspectionResources, _ out: inout [Action]) {
+    private mutating func keep(_ probe: Probe, for offer: ClientOffer, _ resources: any InspectionResources, _ out: inout [Action]) {
         let chainBytes = probe.chainByteCount
         if chainBytes > settings.probeCacheChainLimit {
             let bytes = chainBytes + Self.roomSlack
@@ -327,7 +330,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     /// Compares the tunnel with the probe's result being weighed: the hellos at once, the encrypted flight once the
     /// tunnel has shown enough of it (or its deadline passed, or the tunnel ended); then the probe's chain is judged,
     /// or a re-probe made, or the difference is the finding.
-    private mutating func weigh(flightEnded: Bool, _ resources: some InspectionResources, _ out: inout [Action]) {
+    private mutating func weigh(flightEnded: Bool, _ resources: any InspectionResources, _ out: inout [Action]) {
         guard case .weighing(let offer, let probe, let fresh, let flightStarted) = phase else { return }
         var difference = disagreement(with: probe, &out)
         if difference == nil, let tunnelHello = watch.serverHello, let clientHello = watch.clientHello,
@@ -375,7 +378,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     /// A server handshake message longer than a tunnel reads by default (224 KiB; real chains stop near 210 KB) is
     /// read only with room, taken as soon as its header announces its length and before its bytes come: its
     /// reassembly, the chain's copy for the validator and, when the server's bytes are held, the held bytes.
-    private mutating func makeRoom(forMessage length: Int, _ resources: some InspectionResources, _ out: inout [Action]) -> Bool {
+    private mutating func makeRoom(forMessage length: Int, _ resources: any InspectionResources, _ out: inout [Action]) -> Bool {
         makeRoom((length + Self.roomSlack) * (holds ? 3 : 2), holding: holds ? length + Self.roomSlack : nil,
                  for: "the server's handshake message announces \(length) bytes", resources, &out)
     }
@@ -383,7 +386,7 @@ public struct InspectionMachine<Probe: InspectionProbe>: Sendable {
     /// Takes `bytes` of room (unless as much is held already; the kept probe chain's counts too) and, with `holding`,
     /// lets the tunnel hold that many server bytes; without room, `oversized_handshake` (what: what needed it).
     /// Returns whether the inspection goes on.
-    private mutating func makeRoom(_ bytes: Int, holding: Int?, for what: String, _ resources: some InspectionResources,
+    private mutating func makeRoom(_ bytes: Int, holding: Int?, for what: String, _ resources: any InspectionResources,
                                    _ out: inout [Action]) -> Bool {
         let bytes = bytes + keptProbeBytes
         if roomBytes < bytes {

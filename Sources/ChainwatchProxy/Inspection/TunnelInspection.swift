@@ -11,8 +11,8 @@ final class TunnelInspection {
     private let snapshot: PolicySnapshot
     private let loop: EventLoop
     private let upstreamAddress: SocketAddress
-    private var machine: InspectionMachine<ProbeChain>
-    private var timers: [InspectionMachine<ProbeChain>.Deadline: Timer] = [:]
+    private var machine: InspectionMachine
+    private var timers: [InspectionMachine.Deadline: Timer] = [:]
     /// Tells the connection's machine what the inspection's machine says (it holds the connection weakly: a probe may
     /// answer after the connection closed).
     private let tellConnection: (ConnectionMachine.Event) -> Void
@@ -48,11 +48,11 @@ final class TunnelInspection {
 
     // MARK: - Actions
 
-    private func run(_ actions: [InspectionMachine<ProbeChain>.Action]) {
+    private func run(_ actions: [InspectionMachine.Action]) {
         for action in actions { execute(action) }
     }
 
-    private func execute(_ action: InspectionMachine<ProbeChain>.Action) {
+    private func execute(_ action: InspectionMachine.Action) {
         switch action {
         case .connection(let event):
             tellConnection(event)
@@ -60,7 +60,7 @@ final class TunnelInspection {
             let key = ProbeKey(address: upstreamAddress, offer: offer)
             if fresh { inspector.prober.invalidate(key) }
             inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
-                let answer: InspectionMachine<ProbeChain>.ProbeAnswer = switch result {
+                let answer: InspectionMachine.ProbeAnswer = switch result {
                 case .success(let probe): .success(probe)
                 case .failure(let reason): .failure(reason)
                 case .oversized(let detail): .oversized(detail)

@@ -9,7 +9,9 @@ struct TestProbe: InspectionProbe {
     var flight: FlightAgreement.ProbeFlight
     var parsedClientHello: ClientHello?
     var parsedServerHello: ServerHello?
-    var chainByteCount = 3_000
+    var chainDER: [[UInt8]] = [[UInt8](repeating: 0x30, count: 3_000)]
+    var ocspResponse: [UInt8]? = nil
+    var chainDigest: [UInt8]? = nil
 }
 
 /// The probe cache and the room, as a test sets them.
@@ -35,7 +37,7 @@ final class TestResources: InspectionResources {
 /// captured handshakes of `Fixtures/tls`. These replace the sequencing the sleeping e2e tests used to be the only
 /// check of (probe first, the kept probe, HelloRetryRequest, flight weighing, re-probe, deadlines).
 @Suite struct InspectionMachineTests {
-    typealias Machine = InspectionMachine<TestProbe>
+    typealias Machine = InspectionMachine
     static let settings = Machine.Settings(probeTimeoutMilliseconds: 5_000, holdLimit: 256 * 1024, probeCacheChainLimit: 512 * 1024)
     static let block = Rule(name: "b", action: .block)
     static let alert = Rule(name: "a", action: .alert)
@@ -353,7 +355,7 @@ final class TestResources: InspectionResources {
     @Test func aLargeFirstProbeIsKeptWithRoom() throws {
         let r = TestResources()
         var probe = try Self.genuineProbe()
-        probe.chainByteCount = 1_000_000
+        probe.chainDER = [[UInt8](repeating: 0x30, count: 1_000_000)]
         var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
         _ = m.start()
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
