@@ -233,9 +233,10 @@ func writePictures(_ reports: [Report], svg: String?, png: String?) throws {
     guard let png else { return }
     // rsvg-convert reads the SVG from a file, not a pipe: a converter that is missing or fails early
     // would leave the bench writing into a closed pipe (SIGPIPE).
-    let input = svg ?? NSTemporaryDirectory() + "chainwatch-bench-\(getpid()).svg"
+    let scratch = svg == nil ? try TempDirectory() : nil   // private: a fixed name in /tmp could be another user's link
+    defer { scratch?.remove() }
+    let input = svg ?? scratch!.file("chart.svg")
     if svg == nil { try text.write(toFile: input, atomically: false, encoding: .utf8) }
-    defer { if svg == nil { try? FileManager.default.removeItem(atPath: input) } }
     do { try runTool("rsvg-convert", ["--format=png", "--output=\(png)", input]) } catch {
         throw BenchError("--png: \(error.description) (rsvg-convert is in librsvg2-bin: apt-get install librsvg2-bin)")
     }

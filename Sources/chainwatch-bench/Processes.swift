@@ -44,8 +44,9 @@ final class Child {
 /// Runs a short command to completion (openssl, rsvg-convert), at most `seconds`; fails with its output when it
 /// fails, cannot start, or is still running then (and is killed). `executable` is searched on PATH.
 func runTool(_ executable: String, _ arguments: [String], seconds: Double = 60) throws(BenchError) {
-    let outputPath = NSTemporaryDirectory() + "chainwatch-bench-\(getpid())-tool.log"
-    defer { unlink(outputPath) }
+    let directory = try TempDirectory()   // private: a fixed name in /tmp could be another user's link
+    defer { directory.remove() }
+    let outputPath = directory.file("tool.log")
     var process: Spawned
     do { process = try Spawned(executable, arguments, outputPath: outputPath) } catch { throw BenchError(error.description) }
     let output = { String(((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "").suffix(2000)) }
@@ -71,7 +72,7 @@ func which(_ name: String) -> String? {
 struct TempDirectory {
     let path: String
     init() throws(BenchError) {
-        var template = Array("/tmp/chainwatch-bench.XXXXXX".utf8CString)
+        var template = Array((NSTemporaryDirectory() + "chainwatch-bench.XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw BenchError("mkdtemp failed: \(String(cString: strerror(errno)))") }
         path = String(cString: made)
     }

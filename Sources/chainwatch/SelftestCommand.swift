@@ -53,9 +53,14 @@ struct Selftest: ParsableCommand {
 
     func run() throws {
         signal(SIGPIPE, SIG_IGN)
-        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("chainwatch-selftest-\(getpid())")
-        try? FileManager.default.removeItem(at: directory)
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // mkdtemp: a new directory of its own (mode 0700, an unpredictable name). A fixed name under /tmp could be
+        // made first by another local user, and root would then write through that user's symbolic links.
+        var template = Array((NSTemporaryDirectory() + "chainwatch-selftest.XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            FileHandle.standardError.write(Data("chainwatch selftest: cannot run: mkdtemp: \(String(cString: strerror(errno)))\n".utf8))
+            throw ExitCode(2)
+        }
+        let directory = URL(fileURLWithPath: String(cString: made), isDirectory: true)
         defer {
             if keep { print("kept: \(directory.path)") } else { try? FileManager.default.removeItem(at: directory) }
         }

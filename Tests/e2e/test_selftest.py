@@ -35,6 +35,26 @@ def test_selftest_proves_pass_block_alert_and_fail_closed():
     assert out.rstrip().endswith("selftest: ok"), out
 
 
+def test_selftest_works_in_a_private_directory_of_its_own():
+    """Its certificates, keys and the proxy's logs go to a directory mkdtemp made (mode 0700, a name nobody can
+    guess). Before: /tmp/chainwatch-selftest-PID, removed and made again with the default mode: another local user
+    could make that path first (a link), and root would write through it."""
+    import os
+    import re
+    import stat
+    code, out = selftest("--keep")
+    assert code == 0, out
+    kept = re.search(r"kept: (\S+)", out)
+    assert kept, out
+    path = kept.group(1)
+    try:
+        assert not re.search(r"chainwatch-selftest-\d+$", path), f"a predictable name: {path}"
+        info = os.lstat(path)
+        assert stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o700, oct(info.st_mode)
+    finally:
+        subprocess.run(["rm", "-rf", path], check=False)
+
+
 def test_selftest_against_a_running_proxy_counts_its_findings(start_proxy):
     admin = free_port()
     proxy = start_proxy("--admin", f"127.0.0.1:{admin}")   # the built-in policy: system trust, alert
