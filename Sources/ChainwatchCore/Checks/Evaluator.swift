@@ -58,6 +58,9 @@ public struct Evaluator: Sendable {
         var action: Action?
         switch event {
         case .notTLS(let d): reason = .notTLS; detail = d; action = rule.consequence(of: .notTLS)
+        case .serverNotTLS(let d):
+            reason = .notTLS; detail = d
+            action = rule.action == .block ? .block : rule.consequence(of: .notTLS)
         case .probeFailed(let d): reason = .probeFailed; detail = d; action = rule.consequence(of: .probeFailed)
         case .evidenceMismatch(let d): reason = .evidenceMismatch; detail = d; action = rule.consequence(of: .evidenceMismatch)
         case .plainHTTP(let d): reason = .httpsOnly; detail = d; action = rule.httpsOnly ? rule.action : nil
@@ -77,6 +80,10 @@ public struct Evaluator: Sendable {
 public enum TunnelEvent: Sendable, Hashable {
     /// The first bytes are not a TLS record (detail: what was seen).
     case notTLS(String)
+    /// The server answered a ClientHello with bytes that are not TLS (detail: what was seen): the chain cannot be
+    /// judged, so a `block` rule blocks whatever `non_tls` says (its bytes would otherwise reach a client that asked
+    /// for TLS, unjudged); under `alert`, `non_tls` decides.
+    case serverNotTLS(String)
     /// A probe that was needed could not get the chain (detail: why).
     case probeFailed(String)
     /// A TLS 1.3 tunnel's ServerHello disagrees with the probe's, even after a fresh probe (detail: what differs).

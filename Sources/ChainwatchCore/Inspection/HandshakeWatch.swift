@@ -45,6 +45,8 @@ public struct HandshakeWatch: Sendable {
     private var chainAwaitingStatus: [[UInt8]]?
     /// Set once a need other than `.moreBytes` was returned; later bytes are ignored.
     public private(set) var decided: Need?
+    /// Whether the server's bytes decided it (`server`), not the client's.
+    public private(set) var decidedByServer = false
 
     /// - Parameter serverMessageLimit: the largest server handshake message body read (`oversizedHandshake` past
     ///   it). Up to `TLSObserver.maxProtocolMessageLength`; a caller that reads past the default bounds the memory
@@ -103,10 +105,10 @@ public struct HandshakeWatch: Sendable {
             let fact: HandshakeFact?
             do { fact = try serverObserver.next() } catch {
                 switch error {
-                case .notTLS: return decide(.notTLS("server: \(error)"))
+                case .notTLS: return decideByServer(.notTLS("server: \(error)"))
                 case .messageTooLong(let type, let length, let limit):
-                    return decide(.oversizedHandshake("the server's handshake message (type \(type)) announces \(length) bytes, over the \(limit) chainwatch reads"))
-                default: return decide(.malformedHandshake("server: \(error)"))
+                    return decideByServer(.oversizedHandshake("the server's handshake message (type \(type)) announces \(length) bytes, over the \(limit) chainwatch reads"))
+                default: return decideByServer(.malformedHandshake("server: \(error)"))
                 }
             }
             guard let fact else { return .moreBytes }
@@ -126,26 +128,26 @@ public struct HandshakeWatch: Sendable {
                 if hello.version >= .tls1_3 {
                     _ = try? serverObserver.next()   // `.encrypted`: the record walk starts with the bytes after the hello
                     watchesServerFlight = true
-                    return decide(probeNeed())
+                    return decideByServer(probeNeed())
                 }
             case .certificate(let ders):
                 if serverHello?.extensionTypes.contains(TLSExtensionType.statusRequest) == true {
                     chainAwaitingStatus = ders
                     continue
                 }
-                return decide(.chain(ders))
+                return decideByServer(.chain(ders))
             case .certificateStatus(let response):
                 guard let ders = chainAwaitingStatus else { continue }
                 stapledOCSP = response.isEmpty ? nil : response
-                return decide(.chain(ders))
+                return decideByServer(.chain(ders))
             case .encrypted, .serverHelloDone:
-                if let ders = chainAwaitingStatus { return decide(.chain(ders)) }   // promised, not sent
+                if let ders = chainAwaitingStatus { return decideByServer(.chain(ders)) }   // promised, not sent
                 // A resumed TLS ≤ 1.2 session switches to encryption with no Certificate; so does anything
                 // else that skipped it (an anonymous suite): the chain must come from a probe.
-                guard serverHello != nil else { return decide(.notTLS("server: no ServerHello before encryption")) }
-                return decide(probeNeed())
+                guard serverHello != nil else { return decideByServer(.notTLS("server: no ServerHello before encryption")) }
+                return decideByServer(probeNeed())
             case .clientHello:
-                return decide(.notTLS("server: sent a ClientHello"))
+                return decideByServer(.notTLS("server: sent a ClientHello"))
             case .alert:
                 // A server that refuses the handshake (protocol_version, handshake_failure) says so before any
                 // ServerHello: the alert carries no certificate, and held, it leaves the client waiting. It passes
@@ -163,6 +165,11 @@ public struct HandshakeWatch: Sendable {
     /// server never speaks first): an empty offer, which the probe fills with its defaults.
     private func probeNeed() -> Need {
         .probe(clientHello.map(ClientOffer.init(mirroring:)) ?? ClientOffer(serverName: nil))
+    }
+
+    private mutating func decideByServer(_ need: Need) -> Need {
+        decidedByServer = true
+        return decide(need)
     }
 
     private mutating func decide(_ need: Need) -> Need {

@@ -271,7 +271,9 @@ public struct InspectionMachine: Sendable {
         let event: TunnelEvent
         switch need {
         case .moreBytes: return
-        case .notTLS(let detail): event = .notTLS(detail)
+        case .notTLS(let detail):
+            // A server that answers a ClientHello with something else: its chain cannot be judged.
+            event = watch.decidedByServer && watch.sawClientHello ? .serverNotTLS(detail) : .notTLS(detail)
         case .malformedHandshake(let detail): event = .malformedHandshake(detail)
         case .oversizedHandshake(let detail): event = .oversizedHandshake(detail)
         case .chain(let ders):

@@ -325,6 +325,22 @@ final class TestResources: InspectionResources {
                 == ["cancel(clientHello)", "writeFinding(block not_tls)", "block(not_tls)"])
     }
 
+    /// A server that answers a ClientHello with bytes that are not TLS (an HTTP error page, a banner): under a block
+    /// rule those bytes never reach the client, whatever `non_tls` says (it is `alert` by default); under alert they
+    /// flow with a line. Before, `non_tls: alert` released them under `action: block`.
+    @Test func aServerAnsweringTheHelloWithoutTLSIsBlockedUnderBlock() throws {
+        let page = Array("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".utf8)
+        for (rule, expected) in [(Self.block, "block(not_tls)"), (Self.alert, "release")] {
+            let r = TestResources()
+            var m = Self.machine(rule, host: "rsa.chainwatch.test")
+            _ = m.start()
+            _ = Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+            let actions = Self.feed(&m, .upstream, page, r)
+            #expect(actions.last == expected, "\(rule.name): \(actions)")
+            #expect(!actions.contains { $0.hasPrefix("markKnownBad") })
+        }
+    }
+
     // MARK: - Room for large handshakes
 
     /// A Certificate message over 224 KiB is read only with room, taken when its header announces it; under a hold
