@@ -35,8 +35,12 @@ public struct HandshakeWatch: Sendable {
     public private(set) var serverHello: ServerHello?
     /// How many of the server's first bytes may reach the client before the verdict: a HelloRetryRequest's.
     public private(set) var passableServerBytes = 0
-    /// Facts the server direction has produced.
+    /// Facts the server direction has produced, and how many of them were alerts.
     private var serverFacts = 0
+    private var serverAlerts = 0
+    private var clientAlerts = 0
+    /// The most alerts a server's handshake may carry (and a client may send before its hello).
+    public static let maxServerAlerts = 16
     /// The OCSP response a TLS ≤ 1.2 server stapled (its CertificateStatus), read before `.chain` is returned; nil
     /// when it stapled none (or none readable).
     public private(set) var stapledOCSP: [UInt8]?
@@ -85,6 +89,10 @@ public struct HandshakeWatch: Sendable {
                 return .moreBytes
             }
             if case .encrypted = fact { return decide(.notTLS("client: encrypted data before a ClientHello")) }
+            if case .alert = fact {
+                clientAlerts += 1
+                if clientAlerts > Self.maxServerAlerts { return decide(.notTLS("client: alert records and no ClientHello")) }
+            }
         }
     }
 
@@ -149,6 +157,12 @@ public struct HandshakeWatch: Sendable {
             case .clientHello:
                 return decideByServer(.notTLS("server: sent a ClientHello"))
             case .alert:
+                // A TLS peer sends an alert or two (a warning, then the fatal one that ends the connection); a stream
+                // of them is no handshake, and read for as long as a server sends them it would hold a loop.
+                serverAlerts += 1
+                if serverAlerts > Self.maxServerAlerts {
+                    return decideByServer(.malformedHandshake("server: more than \(Self.maxServerAlerts) alert records"))
+                }
                 // A server that refuses the handshake (protocol_version, handshake_failure) says so before any
                 // ServerHello: the alert carries no certificate, and held, it leaves the client waiting. It passes
                 // when nothing but a passable HelloRetryRequest came before it.

@@ -159,6 +159,39 @@ import Testing
         #expect(after.passableServerBytes == 0)
     }
 
+    /// A stream of alert records is no handshake: a server (or a client before its hello) that sends more than a
+    /// TLS peer does is decided at once, not read for as long as it sends them. And the observer reads alerts in
+    /// linear time: 192 KiB of them (98 304 alerts in twelve 16 KiB records) are each reported once, with the
+    /// reassembly buffer never over one record (it shifted the rest down two bytes at a time: quadratic).
+    @Test func aStreamOfAlertsIsDecidedAndReadInLinearTime() throws {
+        let record: [UInt8] = [21, 3, 3, 0x40, 0x00] + [UInt8](repeating: 1, count: 16_384)   // warnings, 8 192 of them
+        var observer = TLSObserver()
+        var alerts = 0, largest = 0
+        for _ in 0..<12 {
+            observer.append(record)
+            while let fact = try observer.next() {
+                if case .alert = fact { alerts += 1 }
+                largest = max(largest, observer.reassemblyByteCount)
+            }
+        }
+        #expect(alerts == 12 * 8_192)
+        #expect(largest <= 16_384)
+
+        var server = HandshakeWatch()
+        _ = server.client(try TLSFixture.bytes("tls13-rsa.c2s.bin"))
+        guard case .malformedHandshake(let detail) = server.server(record) else { Issue.record("a stream of alerts was read on"); return }
+        #expect(detail.contains("more than \(HandshakeWatch.maxServerAlerts) alert records"))
+        #expect(server.decidedByServer)
+
+        var client = HandshakeWatch()
+        guard case .notTLS = client.client(record) else { Issue.record("a client's stream of alerts was read on"); return }
+        #expect(!client.decidedByServer)
+        // Two alerts, as a refusing server sends them, are still read (and the first may pass).
+        var refusing = HandshakeWatch()
+        _ = refusing.client(try TLSFixture.bytes("tls13-rsa.c2s.bin"))
+        #expect(refusing.server([21, 3, 3, 0, 4, 1, 0, 2, 70]) == .moreBytes)
+    }
+
     /// A 75 KB Certificate (badssl's 1000-sans) is read; one over the server limit is its own finding, not "not TLS"
     /// and not a malformed handshake.
     @Test func largeCertificateIsReadAndAnOversizedOneIsItsOwnFinding() throws {
