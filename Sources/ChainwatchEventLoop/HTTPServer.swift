@@ -12,6 +12,10 @@ public final class HTTPServer {
         /// The query's `name=value` pairs, decoded.
         public var query: [String: String]
         public var peer: SocketAddress?
+        /// The `Host`, `Origin` and `X-Chainwatch-Admin` headers, when sent (the admin listener's checks).
+        public var host: String?
+        public var origin: String?
+        public var adminHeader: String?
     }
 
     public struct Response: Sendable {
@@ -82,7 +86,10 @@ public final class HTTPServer {
         if let connection = evhttp_request_get_connection(raw), let sa = evhttp_connection_get_addr(connection) {
             peer = SocketAddress(sa, length: socklen_t(MemoryLayout<sockaddr_storage>.size))
         }
-        let response = handler(Request(method: method, path: path, query: query, peer: peer))
+        let input = evhttp_request_get_input_headers(raw)
+        func header(_ name: String) -> String? { evhttp_find_header(input, name).map { String(cString: $0) } }
+        let response = handler(Request(method: method, path: path, query: query, peer: peer, host: header("Host"),
+                                       origin: header("Origin"), adminHeader: header("X-Chainwatch-Admin")))
         let headers = evhttp_request_get_output_headers(raw)
         evhttp_add_header(headers, "Content-Type", response.contentType)
         evhttp_add_header(headers, "Cache-Control", "no-store")

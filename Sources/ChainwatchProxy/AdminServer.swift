@@ -39,6 +39,11 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         guard let peer = request.peer, server.configuration.admits(client: peer) else {
             return HTTPServer.Response(status: 403, text: "not an allowed client (--allow-client)\n")
         }
+        if let why = AdminRequestCheck.refusal(method: request.method, host: request.host, origin: request.origin,
+                                               adminHeader: request.adminHeader,
+                                               peerIsLoopback: ProxyConfiguration.loopback.contains { $0.contains(peer.addressBytes) }) {
+            return HTTPServer.Response(status: 403, text: why + "\n")
+        }
         switch (request.method, request.path) {
         case ("GET", "/metrics"), ("HEAD", "/metrics"):
             return HTTPServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(metrics().utf8))

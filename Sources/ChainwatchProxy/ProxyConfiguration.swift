@@ -14,6 +14,8 @@ public struct ProxyConfiguration: Sendable {
     public var deniedDestinations: [CIDR] = []
     /// Networks exempted from those defaults (`--allow-destination`).
     public var allowedDestinations: [CIDR] = []
+    /// The admin listener's address, never a destination (nil: none).
+    public var adminAddress: SocketAddress?
     public var maxConnections: Int
     public var requestTimeoutMilliseconds = 10_000
     public var connectTimeoutMilliseconds = 10_000
@@ -47,9 +49,11 @@ public struct ProxyConfiguration: Sendable {
     /// Which resolved addresses requests may reach (built once per worker).
     /// A wildcard listener answers on every interface: each one's address is the proxy too (read now: call once).
     public var destinationPolicy: DestinationPolicy {
-        let wildcard = listen.addressBytes.allSatisfy { $0 == 0 }
+        let wildcard = listen.addressBytes.allSatisfy { $0 == 0 } || adminAddress?.addressBytes.allSatisfy { $0 == 0 } == true
+        let operatorNames = hostsFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }.map { HostsFile(text: $0).names } ?? []
         return DestinationPolicy(listenAddress: listen.addressBytes, listenPort: listen.port, deny: deniedDestinations,
-                                 allow: allowedDestinations, localAddresses: wildcard ? SocketAddress.localAddresses() : [])
+                                 allow: allowedDestinations, localAddresses: wildcard ? SocketAddress.localAddresses() : [],
+                                 otherOwn: adminAddress.map { [($0.addressBytes, $0.port)] } ?? [], operatorNames: operatorNames)
     }
 
     /// Parsed once, not per accepted connection.

@@ -159,7 +159,8 @@ final class ProxyConnection: ConnectionDelegate {
                     // Only addresses the destination policy allows are tried; none: 403 with the reason.
                     var refusal: String?
                     addresses = found.filter { address in
-                        guard let why = worker.destinations.refusal(address: address.addressBytes, port: address.port) else { return true }
+                        guard let why = worker.destinations.refusal(address: address.addressBytes, port: address.port,
+                                                                    name: authority.host) else { return true }
                         refusal = "\(authority.host):\(authority.port) resolves to \(address.ip), \(why): not a destination"
                         return false
                     }

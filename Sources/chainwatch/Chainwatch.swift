@@ -81,7 +81,7 @@ struct Run: ParsableCommand {
 
     @Option(name: .customLong("allow-destination"),
             help: ArgumentHelp("A network requests may reach although refused by default (repeatable), e.g. 127.0.0.0/8.",
-                               discussion: "Refused by default: link-local (169.254.0.0/16: cloud metadata services; fe80::/10), other metadata addresses, unspecified, multicast and broadcast, and loopback when --listen is not a loopback address; always: the proxy's own address and port (for a wildcard --listen, on every address the host had at start). Checked on the resolved addresses, so names that resolve there are refused too (403)."))
+                               discussion: "Refused by default: link-local (169.254.0.0/16: cloud metadata services; fe80::/10), other metadata addresses, unspecified, multicast and broadcast, loopback when --listen is not a loopback address, and a host name DNS or the system hosts file maps to loopback (DNS rebinding; loopback literals, localhost and names in --hosts stay allowed); always: the proxy's own address and port and its admin listener's (for a wildcard --listen, on every address the host had at start). Checked on the resolved addresses, so names that resolve there are refused too (403)."))
     var allowDestination: [String] = []
 
     @Option(name: .customLong("deny-destination"), help: "A network requests may not reach, beyond the defaults (repeatable), e.g. 10.0.0.0/8.")
@@ -155,6 +155,7 @@ struct Run: ParsableCommand {
         configuration.spliceBulk = !noSplice
         configuration.allowedDestinations = allowDestination.compactMap(CIDR.init)
         configuration.deniedDestinations = denyDestination.compactMap(CIDR.init)
+        configuration.adminAddress = admin == "off" ? nil : SocketAddress(numeric: admin)
         let inspector: Inspector
         let reloader: PolicyReloader
         do {

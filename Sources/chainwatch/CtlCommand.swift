@@ -1,4 +1,5 @@
 import ArgumentParser
+import ChainwatchCore
 import ChainwatchEventLoop
 import Foundation
 import Glibc
@@ -88,7 +89,8 @@ enum AdminClient {
         guard address.connect(fd) else {
             throw CLIError("cannot reach the admin listener at \(address): \(String(cString: strerror(errno))) (is chainwatch running with --admin \(address)?)")
         }
-        let request = Array("\(method) \(path) HTTP/1.0\r\nHost: \(address)\r\nContent-Length: 0\r\n\r\n".utf8)
+        let request = Array(("\(method) \(path) HTTP/1.0\r\nHost: \(address)\r\nContent-Length: 0\r\n"
+            + "\(AdminRequestCheck.headerName): \(AdminRequestCheck.headerValue)\r\n\r\n").utf8)
         guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
             throw CLIError("sending to \(address): \(String(cString: strerror(errno)))")
         }

@@ -24,6 +24,40 @@ private func bytes(_ text: String) -> [UInt8] { IPAddressText.parse(text)! }
         #expect(serving.refusal(address: bytes("::1"), port: 8443) == "loopback")
     }
 
+    /// The admin listener is the proxy too: a page could otherwise clear the known-bad marks or read /state through
+    /// the proxy (CONNECT to the admin port, by its address or by a name for it).
+    @Test func theAdminListenerIsNeverADestination() {
+        let withAdmin = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128,
+                                          otherOwn: [(bytes("127.0.0.1"), 9128)], operatorNames: ["admin.test"])
+        #expect(withAdmin.refusal(address: bytes("127.0.0.1"), port: 9128) == "the proxy's admin listener")
+        #expect(withAdmin.refusal(address: bytes("::ffff:127.0.0.1"), port: 9128) == "the proxy's admin listener")
+        #expect(withAdmin.refusal(address: bytes("127.0.0.1"), port: 9128, name: "admin.test") == "the proxy's admin listener")
+        #expect(withAdmin.refusal(address: bytes("127.0.0.1"), port: 9129) == nil)
+        let wildcardAdmin = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128, otherOwn: [(bytes("0.0.0.0"), 9128)])
+        #expect(wildcardAdmin.refusal(address: bytes("127.0.0.9"), port: 9128) == "the proxy's admin listener")
+    }
+
+    /// A name the resolver maps to loopback is refused even on a loopback listener (squid's `to_localhost`): a page
+    /// that rebinds its name to 127.0.0.1 would reach the host's loopback-only services. Literals, `localhost`, the
+    /// operator's `--hosts` names and `--allow-destination` networks stay allowed.
+    @Test func aNameResolvedToLoopbackIsRefusedUnlessTheOperatorMappedIt() {
+        let hosts = HostsFile(text: "127.0.0.1 genuine.test Other.Test.\n::1 v6.test\n")
+        let policy = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128, operatorNames: hosts.names)
+        #expect(policy.refusal(address: bytes("127.0.0.1"), port: 8443, name: "rebound.example")?.contains("DNS rebinding") == true)
+        #expect(policy.refusal(address: bytes("::1"), port: 8443, name: "rebound.example") != nil)
+        #expect(policy.refusal(address: bytes("::ffff:127.0.0.1"), port: 8443, name: "rebound.example") != nil)
+        #expect(policy.refusal(address: bytes("127.0.0.1"), port: 8443, name: "127.0.0.1") == nil)
+        #expect(policy.refusal(address: bytes("::1"), port: 8443, name: "[::1]") == nil)
+        #expect(policy.refusal(address: bytes("127.0.0.1"), port: 8443, name: "localhost") == nil)
+        #expect(policy.refusal(address: bytes("127.0.0.1"), port: 8443, name: "app.localhost.") == nil)
+        #expect(policy.refusal(address: bytes("127.0.0.1"), port: 8443, name: "GENUINE.test") == nil)
+        #expect(policy.refusal(address: bytes("127.0.0.1"), port: 8443, name: "other.test") == nil)
+        #expect(policy.refusal(address: bytes("::1"), port: 8443, name: "v6.test") == nil)
+        #expect(policy.refusal(address: bytes("93.184.216.34"), port: 443, name: "example.com") == nil)
+        let exempt = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128, allow: [CIDR("127.0.0.0/8")!])
+        #expect(exempt.refusal(address: bytes("127.0.0.1"), port: 8443, name: "rebound.example") == nil)
+    }
+
     @Test func theProxyItselfIsNeverADestination() {
         #expect(onLoopback.refusal(address: bytes("127.0.0.1"), port: 3128) == "the proxy itself")
         #expect(onLoopback.refusal(address: bytes("::ffff:127.0.0.1"), port: 3128) == "the proxy itself")

@@ -4,8 +4,12 @@ import urllib.error
 import urllib.request
 
 
-def admin_get(port, path, method="GET"):
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method)
+def admin_get(port, path, method="GET", headers=None):
+    """A request to the admin listener, as `chainwatch ctl` makes it (a POST carries X-Chainwatch-Admin: 1 unless
+    `headers` says otherwise)."""
+    if headers is None:
+        headers = {"X-Chainwatch-Admin": "1"} if method == "POST" else {}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=5) as r:
             return r.status, r.read().decode()

@@ -6,7 +6,14 @@
 /// metadata addresses, unspecified, multicast and broadcast; loopback too when the proxy serves other machines (it
 /// listens on a non-loopback address: those clients must not reach its host's own services; a loopback listener's
 /// clients are on the host already). `--allow-destination` exempts networks from these, `--deny-destination` adds
-/// some. Never allowed: the proxy itself (a CONNECT to its own port nests a tunnel per request, each a full copy).
+/// some. Never allowed: the proxy itself (a CONNECT to its own port nests a tunnel per request, each a full copy), nor
+/// its admin listener (a web page would drive it through the proxy).
+///
+/// A name the resolver (DNS or the system hosts file) maps to a loopback address is refused too, whatever the
+/// listener, as squid's `to_localhost` is: a page whose name rebinds to 127.0.0.1 would reach the host's
+/// loopback-only services through the proxy, where a browser's own private-network protections never see the
+/// address. Loopback literals, `localhost` (and `*.localhost`), names the operator maps with `--hosts`, and networks
+/// `--allow-destination` names stay allowed.
 public struct DestinationPolicy: Sendable {
     public struct Range: Sendable {
         public var network: CIDR
@@ -35,13 +42,22 @@ public struct DestinationPolicy: Sendable {
     public var ownPort: UInt16
     /// For a wildcard listener: the host's interface addresses, each of them the proxy too.
     public var localAddresses: [[UInt8]]
+    /// Other listeners of the proxy's own (the admin listener): address bytes and port.
+    public var otherOwn: [(address: [UInt8], port: UInt16)]
+    /// Names the operator mapped (`--hosts`), lowercased without a trailing dot: they may resolve to loopback.
+    public var operatorNames: Set<String>
 
     /// - Parameters:
     ///   - listen: the proxy's own address and port; a loopback one leaves loopback destinations allowed.
     ///   - deny: networks refused beyond the defaults; `allow`: networks exempted from them (not from the proxy itself).
     ///   - localAddresses: the host's addresses, where a wildcard listener also answers.
+    ///   - otherOwn: the proxy's other listeners (the admin listener), never a destination either.
+    ///   - operatorNames: the names of the operator's `--hosts` file.
     public init(listenAddress: [UInt8], listenPort: UInt16, deny: [CIDR] = [], allow: [CIDR] = [],
-                localAddresses: [[UInt8]] = []) {
+                localAddresses: [[UInt8]] = [], otherOwn: [(address: [UInt8], port: UInt16)] = [],
+                operatorNames: Set<String> = []) {
+        self.otherOwn = otherOwn
+        self.operatorNames = Set(operatorNames.map(Self.nameKey))
         let listensOnLoopback = Self.loopback.contains { $0.network.contains(listenAddress) }
         denied = Self.defaultDenied + (listensOnLoopback ? [] : Self.loopback)
             + deny.map { Range(network: $0, why: "denied by --deny-destination") }
@@ -52,11 +68,40 @@ public struct DestinationPolicy: Sendable {
     }
 
     /// Why `address`:`port` may not be reached; nil when it may.
-    public func refusal(address: [UInt8], port: UInt16) -> String? {
+    /// - Parameter name: the host name `address` was resolved from; nil for a literal.
+    public func refusal(address: [UInt8], port: UInt16, name: String? = nil) -> String? {
         if port == ownPort, isOwn(address) { return "the proxy itself" }
+        if otherOwn.contains(where: { $0.port == port && (Self.unmapped($0.address) == Self.unmapped(address) || isOwnWildcard($0.address, address)) }) {
+            return "the proxy's admin listener"
+        }
+        let isAllowed = allowed.contains(where: { $0.contains(address) })
+        if let name, !isAllowed, Self.loopback.contains(where: { $0.network.contains(address) }), !mayResolveToLoopback(name) {
+            return "a name the resolver maps to loopback (DNS rebinding; map it with --hosts, or use the address)"
+        }
         guard let range = denied.first(where: { $0.network.contains(address) }) else { return nil }
-        if allowed.contains(where: { $0.contains(address) }) { return nil }
+        if isAllowed { return nil }
         return range.why
+    }
+
+    /// Whether `name` may resolve to loopback: `localhost`, `*.localhost` (RFC 6761), a literal, an operator's name.
+    private func mayResolveToLoopback(_ name: String) -> Bool {
+        let key = Self.nameKey(name)
+        if key == "localhost" || key.hasSuffix(".localhost") { return true }
+        if HostName.ipAddressBytes(name) != nil { return true }
+        return operatorNames.contains(key)
+    }
+
+    /// A listener on a wildcard address answers on loopback and every local address.
+    private func isOwnWildcard(_ listener: [UInt8], _ address: [UInt8]) -> Bool {
+        guard listener.allSatisfy({ $0 == 0 }) else { return false }
+        let v4 = Self.unmapped(address)
+        return localAddresses.contains(v4) || Self.loopback.contains { $0.network.contains(address) }
+    }
+
+    static func nameKey(_ name: String) -> String {
+        var key = name.lowercased()
+        while key.hasSuffix(".") { key.removeLast() }
+        return key
     }
 
     /// Whether `address` is where the proxy listens: its own address, or, for a wildcard listener, any loopback,

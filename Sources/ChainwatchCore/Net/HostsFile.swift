@@ -22,6 +22,9 @@ public struct HostsFile: Sendable {
         }
     }
 
+    /// The names the file maps (lowercased, without trailing dots).
+    public var names: Set<String> { Set(addresses.keys) }
+
     /// The addresses for a name, empty when the file does not know it.
     public func lookup(_ name: String) -> [String] {
         addresses[Self.key(name.utf8)] ?? []
