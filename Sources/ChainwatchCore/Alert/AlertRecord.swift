@@ -122,7 +122,7 @@ public struct AlertRecord: Sendable {
                 x.object("issuer") { $0.field("distinguished_name", leaf.issuer) }
                 x.field("serial_number", leaf.serialHex)
                 x.field("not_after", leaf.notAfter.rfc3339)
-                x.field("alternative_names", leaf.dnsNames + leaf.ipAddresses)
+                x.field("alternative_names", Array((leaf.dnsNames + leaf.ipAddresses).prefix(CertificateFacts.namesListed)))
                 x.field("public_key_algorithm", leaf.keyType.rawValue)
                 x.field("public_key_size", leaf.keyBits)
                 x.field("signature_algorithm", leaf.signatureAlgorithm)
@@ -141,6 +141,10 @@ public struct AlertRecord: Sendable {
             x.field("spki_sha256", chain.map { HashText.base64($0.spkiSHA256) })
             x.field("presented_sha256", validation.presented.map { HashText.hex($0.sha256) })
             x.field("anchor_kind", validation.anchorKind?.rawValue)
+            if let leaf = evidence.leaf {   // tls.server.x509.alternative_names lists at most `namesListed`
+                let omitted = leaf.namesOmitted + Swift.max(0, leaf.dnsNames.count + leaf.ipAddresses.count - CertificateFacts.namesListed)
+                if omitted > 0 { x.field("leaf_names_omitted", omitted) }
+            }
             x.field("ocsp", evidence.stapled?.word ?? "absent")
             switch evidence.stapled {
             case .revoked(let detail), .invalid(let detail): x.field("ocsp_detail", detail)

@@ -20,6 +20,8 @@ public struct CertificateFacts: Sendable, Hashable {
     public var dnsNames: [String]
     /// IP subjectAltNames, printed (`127.0.0.1`, `::1`).
     public var ipAddresses: [String]
+    /// subjectAltNames left out of `dnsNames` and `ipAddresses` by `withNames(atMost:)` (a known-bad mark's copy).
+    public var namesOmitted = 0
     public var keyType: KeyType
     /// Key size in bits (RSA modulus, EC field size).
     public var keyBits: Int
@@ -82,5 +84,37 @@ public struct ValidationError: Sendable, Hashable, Error {
     public var depth: Int              // 0 = leaf
     public init(reason: Reason, opensslCode: Int32, message: String, depth: Int) {
         self.reason = reason; self.opensslCode = opensslCode; self.message = message; self.depth = depth
+    }
+}
+
+extension CertificateFacts {
+    /// The most names an alert line lists per certificate, and a known-bad mark keeps: a leaf of 7 000 names wrote
+    /// about 420 KiB per line, and its mark weighed as much (sixteen of them evicted every other mark). The line says
+    /// how many were left out; the certificate's SHA-256 names the whole of it.
+    public static let namesListed = 100
+
+    /// This certificate with at most `max` subjectAltNames (DNS names first), the rest counted in `namesOmitted`.
+    public func withNames(atMost max: Int) -> CertificateFacts {
+        let total = dnsNames.count + ipAddresses.count
+        guard total > max else { return self }
+        var copy = self
+        copy.dnsNames = Array(dnsNames.prefix(max))
+        copy.ipAddresses = Array(ipAddresses.prefix(Swift.max(0, max - copy.dnsNames.count)))
+        copy.namesOmitted += total - copy.dnsNames.count - copy.ipAddresses.count
+        return copy
+    }
+}
+
+extension Evidence {
+    /// This evidence with each certificate's names bounded (`CertificateFacts.withNames(atMost:)`), for a
+    /// known-bad mark, which keeps it for minutes.
+    public func withNames(atMost max: Int = CertificateFacts.namesListed) -> Evidence {
+        let over = { (c: CertificateFacts) in c.dnsNames.count + c.ipAddresses.count > max }
+        guard validation.presented.contains(where: over) || validation.path.contains(where: over) else { return self }
+        var copy = self
+        copy.validation.presented = validation.presented.map { $0.withNames(atMost: max) }
+        copy.validation.path = validation.path.map { $0.withNames(atMost: max) }
+        copy.rendered = nil
+        return copy
     }
 }

@@ -94,7 +94,7 @@ final class TunnelInspection {
             inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds)
         case .markKnownBad(let finding, let rule, let evidence, let facts):
             inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
-                finding: finding, ruleName: rule.name, rule: rule.identity, evidence: evidence,
+                finding: finding, ruleName: rule.name, rule: rule.identity, evidence: evidence?.withNames(),
                 expires: loop.cachedMilliseconds + inspector.cache.knownBadMilliseconds, anchors: snapshot.anchorsGeneration))
         case .logError(let text):
             inspector.logger.error("probe \(upstreamAddress): \(text)")

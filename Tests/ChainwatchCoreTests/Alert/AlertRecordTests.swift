@@ -10,8 +10,9 @@ import Testing
                          signatureDigest: "SHA256", isCA: false, isSelfSigned: false)
     }
 
-    func record(subject: String) -> AlertRecord {
-        let leaf = facts(subject: subject)
+    func record(subject: String, names: Int = 1) -> AlertRecord {
+        var leaf = facts(subject: subject)
+        if names > 1 { leaf.dnsNames = (0..<names).map { "host\($0).many-names.test" } }
         let evidence = Evidence(connectHost: "a.test", serverName: "a.test", port: 443, protocolVersion: .tls1_2,
                                 cipher: NegotiatedCipher(name: "TLS_AES_128_GCM_SHA256", forwardSecret: true),
                                 validation: PathValidation(presented: [leaf], path: [leaf], error: nil, anchorKind: .operatorAnchor),
@@ -23,6 +24,25 @@ import Testing
         return AlertRecord(timeMilliseconds: 1_795_323_599_007, connection: connection, finding: finding, rule: Rule(name: "r"),
                            evidence: evidence, action: .block, allFindings: [finding, finding],
                            observer: Observer(hostname: "cw-1.example"))
+    }
+
+    /// A leaf of 7 000 names wrote about 420 KiB per line (cached verdict or not), and its known-bad mark weighed as
+    /// much. A line lists the first 100 and says how many it left out; the mark keeps as many.
+    @Test func aLeafOfThousandsOfNamesWritesABoundedLine() throws {
+        let line = record(subject: "CN=many", names: 7_000).jsonLine
+        #expect(line.utf8.count < 12_000, "\(line.utf8.count) bytes")
+        let json = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
+        let x509 = ((json["tls"] as! [String: Any])["server"] as! [String: Any])["x509"] as! [String: Any]
+        #expect((x509["alternative_names"] as! [String]).count == 100)
+        let chain = (json["chainwatch"] as! [String: Any])["chain"] as! [String: Any]
+        #expect(chain["leaf_names_omitted"] as? Int == 6_900)
+        // A mark's copy keeps 100 names and the count; its line says the same.
+        let evidence = try #require(record(subject: "CN=many", names: 7_000).evidence)
+        let marked = evidence.withNames()
+        #expect(marked.leaf?.dnsNames.count == 100 && marked.leaf?.namesOmitted == 6_900)
+        #expect(AlertRecord.render(marked).chain == AlertRecord.render(evidence).chain)
+        #expect(record(subject: "CN=few").evidence.map { $0.withNames() == $0 } == true)
+        #expect(!record(subject: "CN=few").jsonLine.contains("leaf_names_omitted"))
     }
 
     @Test func isOneLineOfValidJSONWithECSNames() throws {
