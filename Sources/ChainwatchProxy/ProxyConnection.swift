@@ -277,6 +277,12 @@ final class ProxyConnection: ConnectionDelegate {
         }
     }
 
+    /// The proxy stops and its grace period is over: closes both sides (the access line says `shutdown`).
+    func closeAtShutdown() {
+        access.closeReason = .shutdown
+        close()
+    }
+
     /// Closes both sides and leaves the worker. Idempotent.
     private func close() {
         guard client.isOpen || upstream != nil else { return }

@@ -94,7 +94,9 @@ public final class ProxyServer: @unchecked Sendable {
         let deadline = DispatchTime.now() + .milliseconds(configuration.shutdownGraceMilliseconds)
         if finished?.wait(timeout: deadline) == .timedOut {
             logger.warning("grace period over: closing remaining connections")
-            for worker in workers { worker.loop.stop() }
+            // Each closed by its own loop, so it writes its access line (`shutdown`) and its inspection is told; then
+            // the loop stops.
+            for worker in workers { worker.loop.execute { worker.closeAll() } }
             _ = finished?.wait(timeout: .now() + 2)
         }
         inspector.alerts.close()

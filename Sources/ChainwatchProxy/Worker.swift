@@ -92,6 +92,13 @@ final class Worker: @unchecked Sendable {
         if draining && tunnels.isEmpty { loop.stop() }
     }
 
+    /// The grace period is over: closes every connection still open (each writes its access line, `shutdown`), then
+    /// stops the loop.
+    func closeAll() {
+        for tunnel in Array(tunnels.values) { tunnel.closeAtShutdown() }
+        loop.stop()
+    }
+
     /// Stops accepting; the loop ends when its last tunnel closes (or when the server's grace period ends).
     func beginDrain() {
         draining = true

@@ -101,3 +101,30 @@ def test_a_tunnel_idle_past_its_timeout_says_so(start_proxy, tmp_path):
         s.close()
     finally:
         silent.close()
+
+
+def test_a_tunnel_cut_at_shutdown_gets_its_line(start_proxy, tmp_path):
+    """A tunnel still open when the grace period ends (a long exfiltration, say) is closed by its loop and gets its
+    access line, `shutdown`, with the bytes it moved. Before: the loops stopped under it and it had no line."""
+    from helpers import TCPServer, echo_handler
+    log = tmp_path / "access.jsonl"
+    echo = TCPServer(echo_handler)
+    p = start_proxy("--access-log", str(log), "--grace", "1")
+    try:
+        s, status, _ = connect_via(p.port, f"127.0.0.1:{echo.port}")
+        assert status == 200
+        s.sendall(b"x" * 1000)
+        s.settimeout(5)
+        got = b""
+        while len(got) < 1000:
+            got += s.recv(4096)
+        t0 = time.monotonic()
+        assert p.stop() == 0
+        assert time.monotonic() - t0 < 8
+        lines = access_lines(log, 1, timeout=0)
+        assert len(lines) == 1, lines
+        line = lines[0]
+        assert line["chainwatch"]["close"]["reason"] == "shutdown" and line["event"]["action"] == "tunnel", line
+        s.close()
+    finally:
+        echo.close()
