@@ -58,7 +58,7 @@ public enum Explainer {
                 step("Local root: a chain that validates only through a root added to this machine's OS trust store (not a public root, not an anchor you named) → \(words(rule.localRoot)) (local_root).")
             }
         }
-        step("SNI: a ClientHello naming another host than the CONNECT request → \(words(rule.sniMismatch)) (sni_mismatch).")
+        step("SNI: a ClientHello naming another host than the CONNECT request → \(words(rule.sniMismatch)) (sni_mismatch); the tunnel is judged under this rule all the same (a CONNECT by address: under the SNI's).")
         out.append("Also:")
         let followsAction = rule.onProbeErrorSetting == nil ? ", as the rule's action (no on_probe_error)" : ""
         out.append("  - TLS 1.3 or resumed sessions are judged from chainwatch's own probe; if the probe fails → \(words(rule.onProbeError))\(followsAction) (probe_failed).")

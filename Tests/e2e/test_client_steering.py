@@ -47,3 +47,16 @@ def test_a_hello_without_sni_to_a_multi_site_server_marks_nobody(start_proxy, tm
     ordinary = curl(proxy, server.port, path="/blob")
     assert PAGE in ordinary.stdout, f"the client naming the host was refused: {ordinary}; lines {lines}"
     assert all(l["chainwatch"].get("evidence") != "cache" for l in read_alert_lines(proxy.alert_log, server.port))
+
+
+def test_the_sni_cannot_pick_a_laxer_rule(start_proxy, tmp_path, pki, closing):
+    """`CONNECT genuine.test` with SNI other.test is judged under genuine.test's rule (block), as `policy explain
+    genuine.test` says, not under the defaults (alert) the SNI's name would pick. Before: the defaults, and the page
+    passed with an alert line."""
+    server = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.2"))
+    proxy = start(start_proxy, tmp_path, pki, "block")
+    other_name = run(["openssl", "s_client", "-proxy", f"127.0.0.1:{proxy.port}", "-connect", f"genuine.test:{server.port}",
+                      "-servername", "other.test", "-tls1_2", "-ign_eof"], input=b"GET / HTTP/1.0\r\n\r\n", timeout=8)
+    assert STATUS_PAGE not in other_name.stdout, f"the page passed under a laxer rule: {other_name}"
+    lines = read_alert_lines(proxy.alert_log, server.port)
+    assert lines and lines[0]["rule"]["name"] == "genuine" and lines[0]["event"]["action"] == "block", lines

@@ -47,9 +47,10 @@ public struct Evaluator: Sendable {
         return Verdict(rule: rule.identity, findings: findings)
     }
 
-    /// Picks the rule for the evidence's host (SNI, else CONNECT host) and evaluates against it.
+    /// Picks the rule that judges the evidence's tunnel (`Policy.ruleHost`) and evaluates against it.
     public func evaluate(_ evidence: Evidence, policy: Policy, at now: UnixTime) -> Verdict {
-        evaluate(evidence, rule: policy.rule(for: evidence.hostChecked, port: evidence.port), at: now)
+        evaluate(evidence, rule: policy.rule(for: Policy.ruleHost(connectHost: evidence.connection.connectHost,
+                                                                  serverName: evidence.serverName), port: evidence.port), at: now)
     }
 
     /// A verdict for a tunnel event that is not a chain: non-TLS bytes, a failed probe, plain HTTP.

@@ -63,10 +63,11 @@ public struct InspectionMachine: Sendable {
         holds = Self.holds(rule)
     }
 
-    /// The rule for the host checked (the SNI, once seen, else the CONNECT host), looked up once per name.
+    /// The rule that judges the tunnel (`Policy.ruleHost`: the CONNECT host's; the SNI's only for an address
+    /// literal), looked up once per name.
     public var rule: Rule {
         mutating get {
-            let host = facts.hostChecked
+            let host = Policy.ruleHost(connectHost: facts.connectHost, serverName: facts.serverName)
             if ruleCache.host == host { return ruleCache.rule }
             ruleCache = (host, policy.rule(for: host, port: facts.port))
             return ruleCache.rule

@@ -59,6 +59,15 @@ public struct Policy: Sendable, Hashable {
 
     /// The rule for `host` on `port` (the defaults when no rule matches).
     public func rule(for host: String, port: UInt16) -> Rule { match(host: host, port: port).rule }
+
+    /// The host whose rule judges a tunnel to `connectHost` whose ClientHello named `serverName`: the CONNECT host,
+    /// which `policy explain HOST:PORT` explains, so a client cannot pick a laxer rule by naming another host in its
+    /// SNI (that is `sni_mismatch`, under the CONNECT host's rule). The SNI only when the CONNECT host is an address
+    /// literal: a client that connects by address names its server in the SNI, and no rule names an address.
+    public static func ruleHost(connectHost: String, serverName: String?) -> String {
+        guard let serverName, HostName.ipAddressBytes(connectHost) != nil else { return connectHost }
+        return serverName
+    }
 }
 
 /// The rules' patterns by the host text they name. Derived data: all indexes compare equal and hash to nothing.

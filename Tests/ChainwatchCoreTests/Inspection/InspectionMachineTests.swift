@@ -341,6 +341,29 @@ final class TestResources: InspectionResources {
         }
     }
 
+    /// The CONNECT host's rule judges the tunnel, whatever the SNI names: `CONNECT genuine.test` with SNI
+    /// rsa.chainwatch.test is judged (and held) under genuine.test's block rule, not the defaults' alert, as
+    /// `policy explain genuine.test` says. A CONNECT by address is judged under its SNI's rule.
+    @Test func theClientsSNICannotPickALaxerRule() throws {
+        let policy = Policy(defaults: Self.alert, rules: [
+            Rule(name: "genuine", patterns: [HostPattern(.exact("genuine.test"))], action: .block),
+            Rule(name: "named", patterns: [HostPattern(.exact("rsa.chainwatch.test"))], action: .block)])
+        let r = TestResources()
+        var byName = Machine(policy: policy, facts: ConnectionFacts(connectHost: "genuine.test", port: 443), settings: Self.settings)
+        #expect(Self.strings(byName.start()).contains("hold(client, 0)"))
+        _ = Self.feed(&byName, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+        #expect(byName.facts.serverName == "rsa.chainwatch.test" && byName.rule.name == "genuine" && byName.holds)
+        let laxer = Policy(defaults: Self.alert, rules: [Rule(name: "genuine", patterns: [HostPattern(.exact("genuine.test"))], action: .block)])
+        var sniElsewhere = Machine(policy: laxer, facts: ConnectionFacts(connectHost: "genuine.test", port: 443), settings: Self.settings)
+        _ = sniElsewhere.start()
+        _ = Self.feed(&sniElsewhere, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+        #expect(sniElsewhere.rule.name == "genuine", "the defaults (alert) for the SNI's name do not apply")
+        var byAddress = Machine(policy: policy, facts: ConnectionFacts(connectHost: "127.0.0.1", port: 443), settings: Self.settings)
+        _ = byAddress.start()
+        _ = Self.feed(&byAddress, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+        #expect(byAddress.rule.name == "named" && byAddress.holds)
+    }
+
     // MARK: - Room for large handshakes
 
     /// A Certificate message over 224 KiB is read only with room, taken when its header announces it; under a hold
