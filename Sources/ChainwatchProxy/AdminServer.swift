@@ -177,11 +177,12 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         m.family("chainwatch_probes_queued", .gauge, "Probes waiting for a slot (--max-probes reached).")
         m.sample("chainwatch_probes_queued", [:], probeSizes.queued)
         m.family("chainwatch_probe_requests_total", .counter,
-                 "Probe requests by how they were answered: cache (a cached result), attached (waited for a handshake in flight), started (a new handshake), queued (waited for a slot).")
+                 "Probe requests by how they were answered: cache (a cached result), attached (waited for a handshake in flight), started (a new handshake), queued (waited for a slot), over_share (refused: its client already had its share of --max-probes in flight or waiting).")
         m.sample("chainwatch_probe_requests_total", ["answer": "cache"], probe.cacheHits)
         m.sample("chainwatch_probe_requests_total", ["answer": "attached"], probe.waitersAttached)
         m.sample("chainwatch_probe_requests_total", ["answer": "started"], probe.started)
         m.sample("chainwatch_probe_requests_total", ["answer": "queued"], inspector.prober.queuedTotal)
+        m.sample("chainwatch_probe_requests_total", ["answer": "over_share"], inspector.prober.refusedOverShareTotal)
         let latency = inspector.prober.latency
         m.histogram("chainwatch_probe_duration_seconds", "Probe handshake time, connect to chain or failure.",
                     bounds: latency.bounds, counts: latency.counts, sum: latency.sum)

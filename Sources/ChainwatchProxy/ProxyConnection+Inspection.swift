@@ -10,7 +10,7 @@ extension ProxyConnection {
         var facts = facts(for: target)
         facts.upstreamIP = connectedAddress.ip
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
-                                          upstreamAddress: connectedAddress,
+                                          upstreamAddress: connectedAddress, client: clientAddress.addressBytes,
                                           holdLimit: worker.configuration.connectionLimits.holdLimit) { [weak self] event in
             self?.post(event)
         }

@@ -11,6 +11,8 @@ final class TunnelInspection {
     private let snapshot: PolicySnapshot
     private let loop: EventLoop
     private let upstreamAddress: SocketAddress
+    /// The client's address, whose share of the probe line its tunnel's probes use (`Prober.maxPerClient`).
+    private let client: [UInt8]
     private var machine: InspectionMachine
     private var timers: [InspectionMachine.Deadline: Timer] = [:]
     /// Tells the connection's machine what the inspection's machine says (it holds the connection weakly: a probe may
@@ -20,7 +22,8 @@ final class TunnelInspection {
     private let resources: Resources
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
-         holdLimit: Int, tellConnection: @escaping (ConnectionMachine.Event) -> Void) {
+         client: [UInt8], holdLimit: Int, tellConnection: @escaping (ConnectionMachine.Event) -> Void) {
+        self.client = client
         self.inspector = inspector
         self.snapshot = snapshot
         self.loop = loop
@@ -59,7 +62,7 @@ final class TunnelInspection {
         case .probe(let offer, let fresh):
             let key = ProbeKey(address: upstreamAddress, offer: offer)
             if fresh { inspector.prober.invalidate(key) }
-            inspector.prober.probe(key, on: loop) { [self] result in   // keeps the inspection alive until it answers
+            inspector.prober.probe(key, client: client, on: loop) { [self] result in   // keeps the inspection alive until it answers
                 let answer: InspectionMachine.ProbeAnswer = switch result {
                 case .success(let probe): .success(probe)
                 case .failure(let reason): .failure(reason)

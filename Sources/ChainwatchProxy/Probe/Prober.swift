@@ -37,6 +37,11 @@ public final class Prober: Sendable {
     public static let defaultMaxBytes = 128 << 20
     /// The most handshakes in flight at once.
     public let maxInFlight: Int
+    /// The most handshakes one client may have in flight or waiting at once: a quarter of `maxInFlight` (at least 1).
+    public var maxPerClient: Int { max(1, maxInFlight / 4) }
+    /// Probes refused because their client was past its share.
+    public var refusedOverShareTotal: Int { refusedOverShare.load(ordering: .relaxed) }
+    private let refusedOverShare = Atomic<Int>(0)
     /// Where a Certificate message over 512 KiB gets room to be read (nil: such a message is `.oversized`).
     public let largeHandshakes: LargeHandshakeRoom?
 
@@ -69,10 +74,15 @@ public final class Prober: Sendable {
     /// already in flight for `key`, or from a new handshake run on `loop`. Never calls it before returning.
     /// Callable from any thread. The prober keeps what it needs until the handshake ends, so a caller that goes
     /// away early does not stop it (the completion still runs; it may hold the caller weakly).
-    public func probe(_ key: ProbeKey, on loop: EventLoop, completion: @escaping (ProbeResult) -> Void) {
+    ///
+    /// - Parameter client: the address of the client whose tunnel asks: a handshake it starts (or queues) counts
+    ///   against its share, `maxPerClient`. A client past its share is answered at once with a failure (under block,
+    ///   its own tunnel fails closed), so one client opening tunnels to new names cannot fill the line for the others.
+    ///   Answers from the cache and waits for a handshake already in flight cost no share. nil: not counted.
+    public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, completion: @escaping (ProbeResult) -> Void) {
         let waiter = Waiter(loop: loop, completion: completion)
         let time = now()
-        let step = table.withLock { table -> Step in
+        let step = table.withLock { [maxPerClient] table -> Step in
             if let cached = table.results[key] {
                 if time < cached.expires { return .answer(cached.result) }
                 table.results.remove(key)
@@ -80,6 +90,11 @@ public final class Prober: Sendable {
             if table.waiters[key] != nil {
                 table.waiters[key]!.append(waiter)
                 return .wait
+            }
+            if let client {
+                guard table.byClient[client, default: 0] < maxPerClient else { return .overShare }
+                table.byClient[client, default: 0] += 1
+                table.clientOf[key] = client
             }
             table.waiters[key] = [waiter]
             guard table.inFlight < maxInFlight else {
@@ -90,6 +105,11 @@ public final class Prober: Sendable {
             return .start
         }
         switch step {
+        case .overShare:
+            refusedOverShare.add(1, ordering: .relaxed)
+            loop.execute { [maxPerClient] in
+                waiter.completion(.failure("probe capacity: this client has \(maxPerClient) probes in flight or waiting, its share of \(self.maxInFlight)"))
+            }
         case .answer(let result):
             hits.add(1, ordering: .relaxed)
             loop.execute { waiter.completion(result) }
@@ -227,6 +247,7 @@ public final class Prober: Sendable {
         let keep = Self.caches(result)
         let waiters = table.withLock { [maxEntries] table in
             let waiters = table.waiters.removeValue(forKey: key) ?? []
+            table.release(key)
             if keep {
                 table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries, maxBytes: maxBytes)
             }
@@ -255,7 +276,7 @@ extension Prober {
         }
     }
 
-    private enum Step { case answer(ProbeResult), wait, start, queued }
+    private enum Step { case answer(ProbeResult), wait, start, queued, overShare }
 
     /// A key waiting for a handshake slot, with the loop of the caller that asked first.
     private struct Pending: @unchecked Sendable {   // `loop` is only used through its thread-safe `execute`
@@ -285,6 +306,16 @@ extension Prober {
         var waiters: [ProbeKey: [Waiter]] = [:]
         /// Handshakes running.
         var inFlight = 0
+        /// Handshakes started or queued by each client (`probe(client:)`), and the client of each such key.
+        var byClient: [[UInt8]: Int] = [:]
+        var clientOf: [ProbeKey: [UInt8]] = [:]
+
+        /// The key's handshake is over (answered, or failed waiting): its client's share is free again.
+        mutating func release(_ key: ProbeKey) {
+            guard let client = clientOf.removeValue(forKey: key) else { return }
+            let left = byClient[client, default: 1] - 1
+            byClient[client] = left > 0 ? left : nil
+        }
         /// Keys waiting for a slot, oldest first (`pendingHead` is the first not yet taken).
         var pending: [Pending] = []
         var pendingHead = 0
