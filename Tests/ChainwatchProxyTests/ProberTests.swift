@@ -223,15 +223,16 @@ struct ProberTests {
         #expect(prober.queuedTotal == 1 && prober.sizes.inFlight == 0 && prober.sizes.queued == 0)
     }
 
-    /// One client cannot fill the probe line: past its share (a quarter of `maxInFlight`) its next new key is refused
+    /// One client cannot fill the probe line: past its share (a quarter of `maxInFlight`, for a line of 16 or more) its next new key is refused
     /// at once, while another client's probe still starts. Before, 200 short tunnels a second with new names to a
     /// silent server made most other clients' first TLS 1.3 contacts fail closed. A finished handshake frees the share.
     @Test func oneClientCannotFillTheProbeLine() throws {
         let silent = try SilentListener()
         let loop = try LoopThread(index: 0)
         defer { loop.stop() }
-        let prober = Prober(timeoutMilliseconds: 600, maxInFlight: 8)
-        #expect(prober.maxPerClient == 2)
+        #expect(Prober(maxInFlight: 8).maxPerClient == 8, "a line under 16 is one user's")
+        let prober = Prober(timeoutMilliseconds: 600, maxInFlight: 16)
+        #expect(prober.maxPerClient == 4)
         let attacker: [UInt8] = [192, 0, 2, 66], other: [UInt8] = [192, 0, 2, 7]
         let answers = Answers()
         let port = silent.port
@@ -243,19 +244,19 @@ struct ProberTests {
                 }
             }
         }
-        for index in 0..<5 { ask("n\(index).attacker.test", attacker) }
+        for index in 0..<7 { ask("n\(index).attacker.test", attacker) }
         Thread.sleep(forTimeInterval: 0.1)
         ask("genuine.test", other)
         Thread.sleep(forTimeInterval: 0.1)
-        #expect(prober.sizes.inFlight == 3, "the attacker's two and the other client's one")
+        #expect(prober.sizes.inFlight == 5, "the attacker's four and the other client's one")
         #expect(prober.refusedOverShareTotal == 3)
         let refused = try #require(answers.wait(for: 3, seconds: 0.5))
-        #expect(refused.allSatisfy { $0.result.failureReason?.contains("its share of 8") == true && $0.seconds < 0.3 })
-        let all = try #require(answers.wait(for: 6))
-        #expect(all.filter { $0.result == .failure("timed out after 600 ms") }.count == 3)
+        #expect(refused.allSatisfy { $0.result.failureReason?.contains("its share of 16") == true && $0.seconds < 0.3 })
+        let all = try #require(answers.wait(for: 8))
+        #expect(all.filter { $0.result == .failure("timed out after 600 ms") }.count == 5)
         ask("again.attacker.test", attacker)   // the share came back with the timeouts
-        let last = try #require(answers.wait(for: 7))
-        #expect(last[6].result == .failure("timed out after 600 ms"))
+        let last = try #require(answers.wait(for: 9))
+        #expect(last[8].result == .failure("timed out after 600 ms"))
     }
 
     /// A key that waited longer than the timeout for a slot fails (under block: fails closed) instead of waiting on.

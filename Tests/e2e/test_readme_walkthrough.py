@@ -5,6 +5,7 @@ evidence, then the 403 for the known-bad upstream."""
 import json
 import os
 import re
+import time
 
 from conftest import BIN, ROOT
 from helpers import ecs_problems, free_port, run_script
@@ -28,7 +29,12 @@ def test_readme_walkthrough_blocks_a_tls13_interception(tmp_path):
     assert "<HTML>" in out, f"no genuine page through the proxy:\n{out[-3000:]}"
     assert "curl: (35)" in out, f"the intercepted handshake was not cut:\n{out[-3000:]}"
     assert "response 403" in out, f"no 403 for the known-bad upstream:\n{out[-3000:]}"
-    lines = [json.loads(l) for l in (tmp_path / "cw" / "alerts.jsonl").read_text().splitlines()]
+    # The script ends with `kill`: the proxy may still be writing its last line (the 403's) when it returns.
+    log = tmp_path / "cw" / "alerts.jsonl"
+    deadline = time.monotonic() + 5
+    while len(log.read_text().splitlines()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = [json.loads(l) for l in log.read_text().splitlines()]
     assert [ecs_problems(l) for l in lines] == [[]] * len(lines), lines
     first = lines[0]
     assert first["event"]["action"] == "block" and first["event"]["reason"] == "root_mismatch", first

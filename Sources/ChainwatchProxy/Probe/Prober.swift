@@ -37,8 +37,9 @@ public final class Prober: Sendable {
     public static let defaultMaxBytes = 128 << 20
     /// The most handshakes in flight at once.
     public let maxInFlight: Int
-    /// The most handshakes one client may have in flight or waiting at once: a quarter of `maxInFlight` (at least 1).
-    public var maxPerClient: Int { max(1, maxInFlight / 4) }
+    /// The most handshakes one client may have in flight or waiting at once: a quarter of `maxInFlight`. A line of
+    /// fewer than 16 is a deliberate single-user setting (`--max-connections 3`): there one client may use all of it.
+    public var maxPerClient: Int { maxInFlight >= 16 ? maxInFlight / 4 : maxInFlight }
     /// Probes refused because their client was past its share.
     public var refusedOverShareTotal: Int { refusedOverShare.load(ordering: .relaxed) }
     private let refusedOverShare = Atomic<Int>(0)
