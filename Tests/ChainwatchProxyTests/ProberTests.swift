@@ -276,6 +276,10 @@ struct ProberTests {
         #expect(got.map(\.result) == [.failure("timed out after 500 ms"),
                                        .failure("probe capacity: 1 handshakes in flight, none free within 500 ms")])
         #expect(prober.counters.started == 1 && prober.sizes.inFlight == 0)
+        // The timeout is the server's, and cached; the capacity failure was the line's (other keys held it), and is
+        // not: the next client of that key probes afresh instead of getting probe_failed for the failure TTL.
+        #expect(prober.hasResult(for: key(port: first.port)))
+        #expect(!prober.hasResult(for: key(port: second.port)))
     }
 
     @Test func handshakeFailureNamesTheOpenSSLError() throws {

@@ -16,7 +16,8 @@ import Synchronization
 ///
 /// Per `ProbeKey`: at most one handshake in flight process-wide (later callers, on any loop, wait for it and get
 /// the same result), then the result is cached (successes for `successTTL`, failures for a short `failureTTL`, so
-/// a flapping upstream is not hammered but recovers). The cache is bounded: past `maxEntries` results or `maxBytes`
+/// a flapping upstream is not hammered but recovers). What the proxy's own state caused is not cached: a key that
+/// found no slot in time, or no room for a large chain, says nothing about its upstream. The cache is bounded: past `maxEntries` results or `maxBytes`
 /// (a result holds its chain, up to 512 KiB: 10 000 of them were 5 GiB) the expired and then the oldest go.
 ///
 /// Thread safety: `probe`, `invalidate`, `removeAll` and the counters may be used from any thread. The table of
@@ -234,18 +235,20 @@ public final class Prober: Sendable {
         }
         answer(key, result, on: loop, at: time)
         for item in expired {
+            // Not cached: the line was full of other clients' handshakes, which says nothing about this upstream (a
+            // cached failure would answer every client of this key probe_failed for `failureTTL`).
             answer(item.key, .failure("probe capacity: \(maxInFlight) handshakes in flight, none free within \(timeoutMilliseconds) ms"),
-                   on: item.loop, at: time)
+                   on: item.loop, at: time, cache: false)
         }
         if let next { next.loop.execute { [self] in startHandshake(next.key, on: next.loop) } }
     }
 
-    /// Caches `result` for `key` and answers its waiters.
-    private func answer(_ key: ProbeKey, _ result: ProbeResult, on loop: EventLoop, at time: Int64) {
+    /// Caches `result` for `key` (unless `cache` is false, or `caches` says not) and answers its waiters.
+    private func answer(_ key: ProbeKey, _ result: ProbeResult, on loop: EventLoop, at time: Int64, cache: Bool = true) {
         if case .success = result { succeeded.add(1, ordering: .relaxed) } else { failed.add(1, ordering: .relaxed) }
         let ttl: Int64
         if case .success = result { ttl = successTTLMilliseconds } else { ttl = failureTTLMilliseconds }
-        let keep = Self.caches(result)
+        let keep = cache && Self.caches(result)
         let waiters = table.withLock { [maxEntries] table in
             let waiters = table.waiters.removeValue(forKey: key) ?? []
             table.release(key)
