@@ -65,7 +65,7 @@ struct Run: ParsableCommand {
     var probeTimeout = 5.0
 
     @Option(name: .customLong("max-probes"),
-            help: "Probe handshakes in flight at once, process-wide; more wait in line, and one that has waited longer than --probe-timeout when a slot frees fails (probe_failed). One client may have a quarter of them (of 16 or more) in flight or waiting; past that its next new probe fails at once.")
+            help: "Probe handshakes in flight at once, process-wide; more wait in line, and one that has waited longer than --probe-timeout when a slot frees fails (probe_failed). With 16 or more, one client address may have a quarter of them in flight or waiting; past that its next new probe fails at once.")
     var maxProbes = 256
 
     @Option(name: .customLong("large-handshake-memory"),

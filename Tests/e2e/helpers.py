@@ -84,15 +84,19 @@ def read_head(sock, limit=65536):
     return status, text, rest
 
 
-def read_response(sock):
-    """Reads a whole Connection: close response; returns (status, head, body)."""
-    status, head, body = read_head(sock)
+def recv_until_closed(sock, data=b""):
+    """Reads until the peer closes; returns `data` and everything read."""
     while True:
         chunk = sock.recv(65536)
         if not chunk:
-            break
-        body += chunk
-    return status, head, body
+            return data
+        data += chunk
+
+
+def read_response(sock):
+    """Reads a whole Connection: close response; returns (status, head, body)."""
+    status, head, body = read_head(sock)
+    return status, head, recv_until_closed(sock, body)
 
 
 def connect_via(proxy_port, target, proxy_host="127.0.0.1", timeout=10, early=False):

@@ -7,7 +7,7 @@ Run alone: make e2e ARGS="-k hostile_round3".
 import ssl
 
 from admin_helpers import admin_get
-from helpers import TCPServer, connect_via, free_port, read_alert_lines
+from helpers import TCPServer, connect_via, free_port, read_alert_lines, recv_until_closed
 
 
 def client_hello(server_name):
@@ -58,12 +58,7 @@ def test_a_server_answering_the_hello_without_tls_is_blocked_under_block(start_p
         sock, status, _ = connect_via(proxy.port, f"plain.test:{server.port}")
         assert status == 200
         sock.sendall(client_hello("plain.test"))
-        received = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            received += chunk
+        received = recv_until_closed(sock)
         sock.close()
         assert received == b"", f"the client got the server's bytes: {received[:80]!r}"
         lines = read_alert_lines(proxy.alert_log, server.port)

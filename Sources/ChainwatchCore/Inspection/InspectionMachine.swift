@@ -76,8 +76,9 @@ public struct InspectionMachine: Sendable {
 
     // MARK: - Events
 
-    /// The tunnel is established: server bytes are held until the ClientHello is read (its SNI may pick a stricter
-    /// rule; a TLS server never speaks first, so this costs nothing), and under a rule that holds them, the client's
+    /// The tunnel is established: server bytes are held until the ClientHello is read (for a CONNECT to an address,
+    /// its SNI picks the rule; a TLS server never speaks first, so this costs nothing), and under a rule that holds
+    /// them, the client's
     /// until its ClientHello is whole (the probe may have to go first, on an upstream connection none has reached).
     public mutating func start() -> [Action] {
         guard case .watching = phase, !sawServerBytes, !watch.sawClientHello else { return [.impossible("start in \(phase.name)")] }

@@ -160,10 +160,11 @@ import Testing
     }
 
     /// A stream of alert records is no handshake: a server (or a client before its hello) that sends more than a
-    /// TLS peer does is decided at once, not read for as long as it sends them. And the observer reads alerts in
-    /// linear time: 192 KiB of them (98 304 alerts in twelve 16 KiB records) are each reported once, with the
-    /// reassembly buffer never over one record (it shifted the rest down two bytes at a time: quadratic).
-    @Test func aStreamOfAlertsIsDecidedAndReadInLinearTime() throws {
+    /// TLS peer does is decided at once, not read for as long as it sends them. And the observer reports each of
+    /// 98 304 alerts (192 KiB, twelve 16 KiB records) once, its buffer never over one record. Its reading is linear
+    /// (an index, where `removeFirst(2)` shifted the rest per alert); that is not timed here: this test took 44 ms
+    /// before the index and 24 ms after, in the debug build.
+    @Test func aStreamOfAlertsIsDecidedAndEachAlertReportedOnce() throws {
         let record: [UInt8] = [21, 3, 3, 0x40, 0x00] + [UInt8](repeating: 1, count: 16_384)   // warnings, 8 192 of them
         var observer = TLSObserver()
         var alerts = 0, largest = 0
