@@ -46,6 +46,21 @@ import Testing
         #expect(marks(Self.finding(.weakKey), sni: "a.test", host: "a.test"), "the chain's own key still marks")
     }
 
+    /// The verdict marks with the first blocking finding the chain earned: a forged chain over an offer below the TLS
+    /// floor decides as tls_version (the client's), and its root_mismatch (the server's) still marks the host.
+    @Test func aChainFindingBehindAClientFindingStillMarks() {
+        var facts = ConnectionFacts(connectHost: "a.test", port: 443)
+        facts.serverName = "a.test"
+        let verdict = Verdict(rule: Rule(name: "r").identity,
+                              findings: [Self.finding(.tlsVersion), Self.finding(.rootMismatch), Self.finding(.expired, action: .alert)])
+        #expect(verdict.deciding?.reason == .tlsVersion)
+        #expect(KnownBadRule.marking(verdict, facts: facts, leafKeyType: nil, clientHello: nil, largeChain: false)?.reason == .rootMismatch)
+        let clientOnly = Verdict(rule: Rule(name: "r").identity, findings: [Self.finding(.tlsVersion), Self.finding(.noForwardSecrecy)])
+        #expect(KnownBadRule.marking(clientOnly, facts: facts, leafKeyType: nil, clientHello: nil, largeChain: false) == nil)
+        facts.serverName = "other.test"
+        #expect(KnownBadRule.marking(verdict, facts: facts, leafKeyType: nil, clientHello: nil, largeChain: false) == nil)
+    }
+
     @Test func anAlertMarksNothing() {
         #expect(!marks(Self.finding(.untrustedChain, action: .alert), sni: "a.test", host: "a.test"))
     }
@@ -73,7 +88,8 @@ func marks(_ finding: Finding, sni: String?, host: String, leaf: CertificateFact
     var facts = ConnectionFacts(connectHost: host, port: 443)
     facts.serverName = sni
     facts.protocolVersion = .tls1_3
-    return KnownBadRule.marks(finding, facts: facts, leafKeyType: leaf, clientHello: hello, largeChain: largeChain)
+    let verdict = Verdict(rule: Rule(name: "r").identity, findings: [finding])
+    return KnownBadRule.marking(verdict, facts: facts, leafKeyType: leaf, clientHello: hello, largeChain: largeChain) != nil
 }
 
 /// A held tunnel whose chain did not come in time is closed whatever `on_probe_error` says: a forger who knows the

@@ -421,9 +421,9 @@ public struct InspectionMachine: Sendable {
         // Before the decision reaches the connection: once its client sees the verdict, the room is free for others.
         letGoOfBuffers(&out)
         if verdict.action == .block, let deciding = verdict.deciding {
-            if KnownBadRule.marks(deciding, facts: facts, leafKeyType: evidence?.validation.presented.first?.keyType,
-                                  clientHello: watch.clientHello, largeChain: largeChain) {
-                out.append(.markKnownBad(deciding, rule: rule, evidence: evidence, facts: facts))
+            if let marking = KnownBadRule.marking(verdict, facts: facts, leafKeyType: evidence?.validation.presented.first?.keyType,
+                                                  clientHello: watch.clientHello, largeChain: largeChain) {
+                out.append(.markKnownBad(marking, rule: rule, evidence: evidence, facts: facts))
             }
             out.append(.connection(.decided(.block("\(deciding.reason.rawValue): \(deciding.detail)"))))
         } else {

@@ -3,7 +3,7 @@
 ///
 /// Only what the server's chain earned marks an upstream, and only when no one client could have steered it:
 /// 1. the verdict blocks (an alert marks nothing);
-/// 2. the finding is the chain's, not the client's nor the proxy's own state: not `not_tls` (the client's bytes),
+/// 2. one of its blocking findings (the first such marks) is the chain's, not the client's nor the proxy's own state: not `not_tls` (the client's bytes),
 ///    `sni_mismatch`, `evidence_mismatch` (an offer whose handshake the probe's cannot match), `probe_failed` (an
 ///    offer the server refuses fails the probe made with it), `tls_version` and `no_forward_secrecy` (the version
 ///    and suite negotiated from what the client offered: an offer of TLS 1.2 only under `min_tls: "1.3"`),
@@ -22,15 +22,22 @@ public enum KnownBadRule {
     public static let steerableReasons: Set<Reason> = [.notTLS, .sniMismatch, .evidenceMismatch, .probeFailed, .tlsVersion,
                                                        .noForwardSecrecy, .handshakeTimeout, .oversizedHandshake]
 
-    /// - Parameters:
-    ///   - finding: the verdict's deciding finding.
-    ///   - facts: the tunnel's facts (its CONNECT host and SNI).
-    ///   - leafKeyType: the key type of the leaf the verdict judged, when a chain was judged.
-    ///   - clientHello: the tunnel's ClientHello, when it was read.
-    ///   - largeChain: the chain judged was over `TLSObserver.maxServerHandshakeMessageLength`.
-    public static func marks(_ finding: Finding, facts: ConnectionFacts, leafKeyType: CertificateFacts.KeyType?,
-                             clientHello: ClientHello?, largeChain: Bool) -> Bool {
-        guard finding.action == .block, !steerableReasons.contains(finding.reason), !largeChain else { return false }
+    /// The finding a blocked verdict marks its upstream with: the first blocking finding the chain earned, not merely
+    /// the deciding one (`leafKeyType`: the judged leaf's; `clientHello`: the tunnel's, when read; `largeChain`: the
+    /// chain was over `TLSObserver.maxServerHandshakeMessageLength`). A forged chain served over an offer below the TLS floor decides as `tls_version`, which a
+    /// client can steer, but its `root_mismatch` is the server's all the same. nil: the verdict marks nothing.
+    public static func marking(_ verdict: Verdict, facts: ConnectionFacts, leafKeyType: CertificateFacts.KeyType?,
+                               clientHello: ClientHello?, largeChain: Bool) -> Finding? {
+        guard verdict.action == .block,
+              tunnelSpeaksForTheHost(facts: facts, leafKeyType: leafKeyType, clientHello: clientHello, largeChain: largeChain)
+        else { return nil }
+        return verdict.findings.first { $0.action == .block && !steerableReasons.contains($0.reason) }
+    }
+
+    /// Conditions 3 to 5: the tunnel's chain speaks for its CONNECT host, whatever else the verdict found.
+    private static func tunnelSpeaksForTheHost(facts: ConnectionFacts, leafKeyType: CertificateFacts.KeyType?,
+                                               clientHello: ClientHello?, largeChain: Bool) -> Bool {
+        guard !largeChain else { return false }
         if let serverName = facts.serverName {
             if HostName.normalize(serverName) != HostName.normalize(facts.connectHost) { return false }
         } else if clientHello != nil, HostName.ipAddressBytes(facts.connectHost) == nil {
