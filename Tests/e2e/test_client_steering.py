@@ -4,7 +4,7 @@ its own handshake instead of getting 403 for five minutes.
 
 Run alone: make e2e ARGS="-k client_steering".
 """
-from helpers import HTTPServer, OpenSSLServer, read_alert_lines
+from helpers import HTTPServer, OpenSSLServer, wait_alert_lines
 from test_tls13_adversary import PAGE, closing, curl, pki, pinned_policy, run, start  # noqa: F401 (fixtures)
 
 STATUS_PAGE = b"s_server"   # openssl s_server -www's status page
@@ -25,11 +25,11 @@ def test_an_offer_below_the_rules_tls_floor_blocks_its_own_tunnel_only(start_pro
     proxy = start(start_proxy, tmp_path, pki, "block", policy=policy)
     old = curl(proxy, server.port, "--tls-max", "1.2")
     assert STATUS_PAGE not in old.stdout, f"a TLS 1.2 tunnel passed a 1.3 floor: {old}"
-    lines = read_alert_lines(proxy.alert_log, server.port)
+    lines = wait_alert_lines(proxy.alert_log, server.port, 1)   # written by the alert thread: polled
     assert [l["event"]["reason"] for l in lines] == ["tls_version"], lines
     ordinary = curl(proxy, server.port, "-w", "%{http_connect}")
     assert STATUS_PAGE in ordinary.stdout, f"the ordinary client was refused: {ordinary}"
-    assert len(read_alert_lines(proxy.alert_log, server.port)) == 1
+    assert len(wait_alert_lines(proxy.alert_log, server.port, 2, timeout=0.5)) == 1   # no 403 line follows
 
 
 def test_a_hello_without_sni_to_a_multi_site_server_marks_nobody(start_proxy, tmp_path, pki, closing):
@@ -42,11 +42,12 @@ def test_a_hello_without_sni_to_a_multi_site_server_marks_nobody(start_proxy, tm
     no_sni = run(["openssl", "s_client", "-proxy", f"127.0.0.1:{proxy.port}", "-connect", f"genuine.test:{server.port}",
                   "-noservername", "-tls1_3", "-ign_eof"], input=b"GET /blob HTTP/1.0\r\n\r\n", timeout=8)
     assert PAGE not in no_sni.stdout, f"the default certificate passed genuine.test's pins: {no_sni}"
-    lines = read_alert_lines(proxy.alert_log, server.port)
+    lines = wait_alert_lines(proxy.alert_log, server.port, 1)   # written by the alert thread: polled
     assert lines and lines[0]["event"]["action"] == "block", lines
     ordinary = curl(proxy, server.port, path="/blob")
     assert PAGE in ordinary.stdout, f"the client naming the host was refused: {ordinary}; lines {lines}"
-    assert all(l["chainwatch"].get("evidence") != "cache" for l in read_alert_lines(proxy.alert_log, server.port))
+    later = wait_alert_lines(proxy.alert_log, server.port, 2, timeout=0.5)
+    assert all(l["chainwatch"].get("evidence") != "cache" for l in later), later
 
 
 def test_the_sni_cannot_pick_a_laxer_rule(start_proxy, tmp_path, pki, closing):
@@ -58,5 +59,5 @@ def test_the_sni_cannot_pick_a_laxer_rule(start_proxy, tmp_path, pki, closing):
     other_name = run(["openssl", "s_client", "-proxy", f"127.0.0.1:{proxy.port}", "-connect", f"genuine.test:{server.port}",
                       "-servername", "other.test", "-tls1_2", "-ign_eof"], input=b"GET / HTTP/1.0\r\n\r\n", timeout=8)
     assert STATUS_PAGE not in other_name.stdout, f"the page passed under a laxer rule: {other_name}"
-    lines = read_alert_lines(proxy.alert_log, server.port)
+    lines = wait_alert_lines(proxy.alert_log, server.port, 1)   # written by the alert thread: polled
     assert lines and lines[0]["rule"]["name"] == "genuine" and lines[0]["event"]["action"] == "block", lines

@@ -7,7 +7,7 @@ Run alone: make e2e ARGS="-k hostile_round3".
 import ssl
 
 from admin_helpers import admin_get
-from helpers import TCPServer, connect_via, free_port, read_alert_lines, recv_until_closed
+from helpers import TCPServer, connect_via, free_port, recv_until_closed, wait_alert_lines
 
 
 def client_hello(server_name):
@@ -61,7 +61,7 @@ def test_a_server_answering_the_hello_without_tls_is_blocked_under_block(start_p
         received = recv_until_closed(sock)
         sock.close()
         assert received == b"", f"the client got the server's bytes: {received[:80]!r}"
-        lines = read_alert_lines(proxy.alert_log, server.port)
+        lines = wait_alert_lines(proxy.alert_log, server.port, 1)   # written by the alert thread: polled
         assert [(l["event"]["action"], l["event"]["reason"]) for l in lines] == [("block", "not_tls")], lines
     finally:
         server.close()
