@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // C at the bottom: system libraries through pkg-config.
@@ -27,6 +28,12 @@ let package = Package(
 
         // Lock is Synchronization.Mutex, or a pthread mutex in the ThreadSanitizer build (-DSANITIZE_THREAD).
         .target(name: "ChainwatchLock"),
+
+        // The primitives of chainwatch's own TLS client (Core's `TLSCrypto`): swift-crypto for key exchange
+        // (X25519MLKEM768 included), AEAD and hashes; OpenSSL's libcrypto for signature verification.
+        .target(name: "ChainwatchCrypto", dependencies: [
+            "ChainwatchCore", "COpenSSL", .product(name: "Crypto", package: "swift-crypto"),
+        ]),
 
         // Thin owning wrappers.
         .target(name: "ChainwatchOpenSSL", dependencies: ["COpenSSL", "ChainwatchCore", "ChainwatchLock"]),
@@ -53,6 +60,7 @@ let package = Package(
         ]),
 
         .testTarget(name: "ChainwatchCoreTests", dependencies: ["ChainwatchCore"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "ChainwatchCryptoTests", dependencies: ["ChainwatchCrypto", "ChainwatchCore"]),
         .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchLock"]),
         .testTarget(name: "ChainwatchProcessTests", dependencies: ["ChainwatchProcess"]),

@@ -1,0 +1,2 @@
+import ChainwatchCore
+import Crypto

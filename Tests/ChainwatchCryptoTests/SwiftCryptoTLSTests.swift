@@ -1,0 +1,3 @@
+import ChainwatchCore
+import ChainwatchCrypto
+import Testing
