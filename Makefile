@@ -1,7 +1,7 @@
 # chainwatch: the two commands are `make run` and `make test`. Both install what they need.
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates
+BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates zlib1g-dev libbrotli-dev libzstd-dev
 TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin
 ARGS ?=
 # make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.

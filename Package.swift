@@ -22,6 +22,10 @@ let package = Package(
         // C at the bottom: system libraries through pkg-config.
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent_openssl", providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // RFC 8879 certificate decompression for ChainwatchCrypto.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CBrotli", pkgConfig: "libbrotlidec", providers: [.apt(["libbrotli-dev"])]),
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
 
         // Pure logic: no Foundation, no C, no clock.
         .target(name: "ChainwatchCore", swiftSettings: [.strictMemorySafety()]),
@@ -30,9 +34,10 @@ let package = Package(
         .target(name: "ChainwatchLock"),
 
         // The primitives of chainwatch's own TLS client (Core's `TLSCrypto`): swift-crypto for key exchange
-        // (X25519MLKEM768 included), AEAD and hashes; OpenSSL's libcrypto for signature verification.
+        // (X25519MLKEM768 included), AEAD and hashes; OpenSSL's libcrypto for signature verification; Debian's
+        // zlib, brotli and zstd for certificate decompression.
         .target(name: "ChainwatchCrypto", dependencies: [
-            "ChainwatchCore", "COpenSSL", .product(name: "Crypto", package: "swift-crypto"),
+            "ChainwatchCore", "COpenSSL", "CZlib", "CBrotli", "CZstd", .product(name: "Crypto", package: "swift-crypto"),
         ]),
 
         // Thin owning wrappers.
