@@ -1,3 +1,0 @@
-import ChainwatchCore
-import ChainwatchCrypto
-import Testing
