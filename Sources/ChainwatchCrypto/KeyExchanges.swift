@@ -55,6 +55,7 @@ final class X25519Exchange: TLSKeyExchange {
 /// A secp256r1 or secp384r1 ECDHE exchange (RFC 8446 §4.2.8.2): shares are uncompressed points (65 or 97 bytes),
 /// the secret is the x coordinate (32 or 48 bytes). swift-crypto refuses a point not on the curve.
 final class NISTExchange: TLSKeyExchange {
+    /// The private key, by curve.
     enum Key {
         case p256(P256.KeyAgreement.PrivateKey)
         case p384(P384.KeyAgreement.PrivateKey)

@@ -7,6 +7,7 @@ import COpenSSL
 enum SignatureVerifier {
     /// What a scheme asks of the key and of the verification.
     private struct Scheme {
+        /// The hash signed over (EdDSA: none, the key hashes the whole content itself).
         enum Digest { case sha1, sha256, sha384, sha512, none }
         /// `EVP_PKEY_get_base_id` of the key the scheme needs.
         let keyType: Int32

@@ -54,6 +54,16 @@ import Testing
         170303003575ec4dc238cce60b298044a71e219c56cc77b0517fe9b93c7a4bfc44d87f38f80338ac98fc46deb384bd1caeacab6867d7
         26c40546
         """)
+    /// {client} send application_data record: the octets 0x00..0x31 (72 octets).
+    static let clientApplicationRecord = hex("""
+        1703030043a23f7054b62c94d0affafe8228ba55cbefacea42f914aa66bcab3f2b9819a8a5b46b395bd54a9a20441e2b62974e1f5a62
+        92a2977014bd1e3deae63aeebb21694915e4
+        """)
+    /// {server} send application_data record: the same octets back (72 octets).
+    static let serverApplicationRecord = hex("""
+        17030300432e937e11ef4ac740e538ad36005fc4a46932fc3225d05f82aa1b36e30efaf97d90e6dffc602dcb501a59a8fcc49c4bf2e5
+        f0a21c0047c2abf332540dd032e167c2955d
+        """)
     /// {server} extract secret "handshake": the x25519 shared secret (IKM).
     static let ecdheSecret = hex("8bd4054fb55b9d63fdfbacf9f04b9f0d35e6d63f537563efd46272900f89492d")
 
@@ -105,6 +115,21 @@ import Testing
         let serverApplicationKeys = schedule.trafficKeys(secret: application.server)
         #expect(serverApplicationKeys.key == hex("9f02283b6c9c07efc26bb9f2ac92e356"))
         #expect(serverApplicationKeys.iv == hex("cf782b88dd83549aadf1e984"))
+        let clientApplicationKeys = schedule.trafficKeys(secret: application.client)
+        #expect(clientApplicationKeys.key == hex("17422dda596ed5d9acd890e3c63f5051"))
+        #expect(clientApplicationKeys.iv == hex("5b78923dee08579033e523d9"))
+
+        // Sequence numbers past 0: the client's application data (0) then its close_notify (1); the server's
+        // application data goes out second (1), after the NewSessionTicket (0).
+        let fifty = (0..<50).map { UInt8($0) }
+        var clientApplication = TLS13RecordProtection(crypto: crypto, suite: 0x1301, key: clientApplicationKeys.key,
+                                                      iv: clientApplicationKeys.iv)
+        #expect(try clientApplication.seal(contentType: 23, fifty) == Self.clientApplicationRecord)
+        #expect(try clientApplication.seal(contentType: 21, [1, 0]) == hex("1703030013c9872760655666b74d7ff1153efd6db6d0b0e3"))
+        var serverApplication = TLS13RecordProtection(crypto: crypto, suite: 0x1301, key: serverApplicationKeys.key,
+                                                      iv: serverApplicationKeys.iv)
+        _ = try serverApplication.seal(contentType: 22, [])  // sequence number 0: the NewSessionTicket's
+        #expect(try serverApplication.seal(contentType: 23, fifty) == Self.serverApplicationRecord)
     }
 
     /// The HKDF steps the trace prints on the way: early secret, the "derived" secret, the handshake secret.

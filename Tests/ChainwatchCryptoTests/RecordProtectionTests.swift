@@ -29,6 +29,26 @@ import Testing
         #expect(openedSecond.content == Array("one".utf8))
     }
 
+    /// TLS_AES_256_GCM_SHA384 and TLS_CHACHA20_POLY1305_SHA256: the schedule's sizes, and a record through each.
+    @Test(arguments: [(UInt16(0x1302), TLSHashAlgorithm.sha384), (0x1303, .sha256)])
+    func otherSuites(suite: UInt16, hash: TLSHashAlgorithm) throws {
+        var schedule = TLS13KeySchedule(crypto: crypto, suite: suite)
+        #expect(schedule.hash == hash)
+        let transcript = crypto.transcriptHash(hash).current()
+        let secrets = schedule.handshakeTrafficSecrets(sharedSecret: crypto.randomBytes(32), transcriptHash: transcript)
+        #expect(secrets.client.count == hash.length && secrets.client != secrets.server)
+        let keys = schedule.trafficKeys(secret: secrets.client)
+        #expect(keys.key.count == 32 && keys.iv.count == 12)
+        #expect(schedule.finishedVerifyData(baseKey: secrets.client, transcriptHash: transcript).count == hash.length)
+        let application = schedule.applicationTrafficSecrets(transcriptHash: transcript)
+        #expect(application.server.count == hash.length && application.server != secrets.server)
+        var writer = TLS13RecordProtection(crypto: crypto, suite: suite, key: keys.key, iv: keys.iv)
+        var reader = TLS13RecordProtection(crypto: crypto, suite: suite, key: keys.key, iv: keys.iv)
+        let record = try writer.seal(contentType: 23, [1, 2, 3])
+        let opened = try reader.open(header: Array(record.prefix(5)), payload: Array(record.dropFirst(5)))
+        #expect(opened.contentType == 23 && opened.content == [1, 2, 3])
+    }
+
     /// A record with zero padding after its content type opens to the content and the real type.
     @Test func paddingIsStripped() throws {
         var (_, reader) = pair()

@@ -45,6 +45,8 @@ final class OpenSSLWorkshop {
     }
 }
 
+/// `SwiftCryptoTLS.verify`: each scheme with a key of its kind, and false for a flipped byte, a scheme the key
+/// cannot make, and certificates that do not decode.
 @Suite struct SignatureTests {
     let crypto = SwiftCryptoTLS()
     static let pss = ["rsa_padding_mode:pss", "rsa_pss_saltlen:digest"]
@@ -104,6 +106,21 @@ final class OpenSSLWorkshop {
         #expect(!crypto.verify(scheme: 0x0503, certificateDER: p384, content: content, signature: flipped(p384Signature)))
         let p384SHA256 = try shop.sign("p384", digest: "sha256")
         #expect(!crypto.verify(scheme: 0x0403, certificateDER: p384, content: content, signature: p384SHA256))  // a P-384 key
+    }
+
+    @Test func p521AndEd448() throws {
+        let shop = try OpenSSLWorkshop()
+        let content = try shop.content
+        let p521 = try shop.certificate("p521", newkey: "ec", options: ["ec_paramgen_curve:P-521"])
+        let p521Signature = try shop.sign("p521", digest: "sha512")
+        #expect(crypto.verify(scheme: 0x0603, certificateDER: p521, content: content, signature: p521Signature))
+        #expect(!crypto.verify(scheme: 0x0503, certificateDER: p521, content: content, signature: p521Signature))
+        let ed448 = try shop.certificate("ed448", newkey: "ed448")
+        try shop.run(["pkeyutl", "-sign", "-inkey", "ed448.key", "-rawin", "-in", "content", "-out", "ed448.sig"])
+        let ed448Signature = try shop.bytes("ed448.sig")
+        #expect(crypto.verify(scheme: 0x0808, certificateDER: ed448, content: content, signature: ed448Signature))
+        #expect(!crypto.verify(scheme: 0x0808, certificateDER: ed448, content: content, signature: flipped(ed448Signature)))
+        #expect(!crypto.verify(scheme: 0x0807, certificateDER: ed448, content: content, signature: ed448Signature))
     }
 
     @Test func ed25519() throws {
