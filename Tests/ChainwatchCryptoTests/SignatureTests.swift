@@ -45,11 +45,56 @@ final class OpenSSLWorkshop {
     }
 }
 
+/// How the test signs the content with `openssl`: `dgst -<digest>`, the same with PSS padding (salt = digest
+/// length), or `pkeyutl -rawin` (EdDSA hashes the content itself).
+enum Signing: Sendable, CustomStringConvertible {
+    case digest(String), pss(String), raw
+
+    var description: String {
+        switch self {
+        case .digest(let digest): digest
+        case .pss(let digest): "\(digest)+pss"
+        case .raw: "raw"
+        }
+    }
+}
+
+/// One kind of key: how its certificate is made, the schemes whose signatures must verify and the schemes that must
+/// be refused although the signature was made with the scheme's own digest (so only the key check can refuse it).
+struct KeyKind: Sendable, CustomStringConvertible {
+    let name: String
+    let newkey: String
+    var options: [String] = []
+    let passes: [(scheme: UInt16, signing: Signing)]
+    let refused: [(scheme: UInt16, signing: Signing)]
+
+    var description: String { name }
+
+    static let all: [KeyKind] = [
+        KeyKind(name: "rsa", newkey: "rsa:2048",
+                passes: [(0x0804, .pss("sha256")), (0x0805, .pss("sha384")), (0x0806, .pss("sha512")),
+                         (0x0401, .digest("sha256")), (0x0501, .digest("sha384")), (0x0601, .digest("sha512")),
+                         (0x0201, .digest("sha1"))],
+                refused: [(0x0809, .pss("sha256")), (0x0403, .digest("sha256")), (0x0804, .digest("sha256")),
+                          (0x0401, .pss("sha256"))]),
+        KeyKind(name: "rsapss", newkey: "rsa-pss", options: ["rsa_keygen_bits:2048"],
+                passes: [(0x0809, .pss("sha256"))], refused: [(0x0804, .pss("sha256"))]),
+        KeyKind(name: "p256", newkey: "ec", options: ["ec_paramgen_curve:P-256"],
+                passes: [(0x0403, .digest("sha256")), (0x0203, .digest("sha1"))],
+                refused: [(0x0503, .digest("sha384")), (0x0804, .digest("sha256")), (0x0401, .digest("sha256"))]),
+        KeyKind(name: "p384", newkey: "ec", options: ["ec_paramgen_curve:P-384"],
+                passes: [(0x0503, .digest("sha384"))], refused: [(0x0403, .digest("sha256")), (0x0603, .digest("sha512"))]),
+        KeyKind(name: "p521", newkey: "ec", options: ["ec_paramgen_curve:P-521"],
+                passes: [(0x0603, .digest("sha512"))], refused: [(0x0503, .digest("sha384"))]),
+        KeyKind(name: "ed25519", newkey: "ed25519", passes: [(0x0807, .raw)], refused: [(0x0808, .raw)]),
+        KeyKind(name: "ed448", newkey: "ed448", passes: [(0x0808, .raw)], refused: [(0x0807, .raw)]),
+    ]
+}
+
 /// `SwiftCryptoTLS.verify`: each scheme with a key of its kind, and false for a flipped byte, a scheme the key
 /// cannot make, and certificates that do not decode.
 @Suite struct SignatureTests {
     let crypto = SwiftCryptoTLS()
-    static let pss = ["rsa_padding_mode:pss", "rsa_pss_saltlen:digest"]
 
     func flipped(_ bytes: [UInt8]) -> [UInt8] {
         var bytes = bytes
@@ -57,83 +102,31 @@ final class OpenSSLWorkshop {
         return bytes
     }
 
-    @Test func rsa() throws {
+    func sign(_ shop: OpenSSLWorkshop, _ name: String, _ signing: Signing) throws -> [UInt8] {
+        switch signing {
+        case .digest(let digest): return try shop.sign(name, digest: digest)
+        case .pss(let digest): return try shop.sign(name, digest: digest, sigopts: ["rsa_padding_mode:pss", "rsa_pss_saltlen:digest"])
+        case .raw:
+            try shop.run(["pkeyutl", "-sign", "-inkey", "\(name).key", "-rawin", "-in", "content", "-out", "\(name).sig"])
+            return try shop.bytes("\(name).sig")
+        }
+    }
+
+    @Test(arguments: KeyKind.all)
+    func keyKind(_ kind: KeyKind) throws {
         let shop = try OpenSSLWorkshop()
-        let cert = try shop.certificate("rsa", newkey: "rsa:2048")
+        let cert = try shop.certificate(kind.name, newkey: kind.newkey, options: kind.options)
         let content = try shop.content
-        for (scheme, digest) in [(UInt16(0x0804), "sha256"), (0x0805, "sha384"), (0x0806, "sha512")] {
-            let signature = try shop.sign("rsa", digest: digest, sigopts: Self.pss)
-            #expect(crypto.verify(scheme: scheme, certificateDER: cert, content: content, signature: signature))
+        for (scheme, signing) in kind.passes {
+            let signature = try sign(shop, kind.name, signing)
+            #expect(crypto.verify(scheme: scheme, certificateDER: cert, content: content, signature: signature), "\(scheme) \(signing)")
             #expect(!crypto.verify(scheme: scheme, certificateDER: cert, content: content, signature: flipped(signature)))
             #expect(!crypto.verify(scheme: scheme, certificateDER: cert, content: flipped(content), signature: signature))
         }
-        let pssSignature = try shop.sign("rsa", digest: "sha256", sigopts: Self.pss)
-        #expect(!crypto.verify(scheme: 0x0809, certificateDER: cert, content: content, signature: pssSignature))  // rsaEncryption key
-        #expect(!crypto.verify(scheme: 0x0401, certificateDER: cert, content: content, signature: pssSignature))
-        #expect(!crypto.verify(scheme: 0x0403, certificateDER: cert, content: content, signature: pssSignature))
-        for (scheme, digest) in [(UInt16(0x0401), "sha256"), (0x0501, "sha384"), (0x0601, "sha512"), (0x0201, "sha1")] {
-            let signature = try shop.sign("rsa", digest: digest)
-            #expect(crypto.verify(scheme: scheme, certificateDER: cert, content: content, signature: signature))
-            #expect(!crypto.verify(scheme: scheme, certificateDER: cert, content: content, signature: flipped(signature)))
+        for (scheme, signing) in kind.refused {
+            let signature = try sign(shop, kind.name, signing)
+            #expect(!crypto.verify(scheme: scheme, certificateDER: cert, content: content, signature: signature), "\(scheme) \(signing)")
         }
-        #expect(!crypto.verify(scheme: 0x0804, certificateDER: cert, content: content, signature: try shop.sign("rsa", digest: "sha256")))
-    }
-
-    @Test func rsaPSSKey() throws {
-        let shop = try OpenSSLWorkshop()
-        let cert = try shop.certificate("pss", newkey: "rsa-pss", options: ["rsa_keygen_bits:2048"])
-        let content = try shop.content
-        let signature = try shop.sign("pss", digest: "sha256", sigopts: Self.pss)
-        #expect(crypto.verify(scheme: 0x0809, certificateDER: cert, content: content, signature: signature))
-        #expect(!crypto.verify(scheme: 0x0809, certificateDER: cert, content: content, signature: flipped(signature)))
-        #expect(!crypto.verify(scheme: 0x0804, certificateDER: cert, content: content, signature: signature))
-    }
-
-    @Test func ecdsa() throws {
-        let shop = try OpenSSLWorkshop()
-        let content = try shop.content
-        let p256 = try shop.certificate("p256", newkey: "ec", options: ["ec_paramgen_curve:P-256"])
-        let p256Signature = try shop.sign("p256", digest: "sha256")
-        #expect(crypto.verify(scheme: 0x0403, certificateDER: p256, content: content, signature: p256Signature))
-        #expect(!crypto.verify(scheme: 0x0403, certificateDER: p256, content: content, signature: flipped(p256Signature)))
-        #expect(!crypto.verify(scheme: 0x0503, certificateDER: p256, content: content, signature: p256Signature))
-        #expect(!crypto.verify(scheme: 0x0804, certificateDER: p256, content: content, signature: p256Signature))
-        #expect(crypto.verify(scheme: 0x0203, certificateDER: p256, content: content, signature: try shop.sign("p256", digest: "sha1")))
-
-        let p384 = try shop.certificate("p384", newkey: "ec", options: ["ec_paramgen_curve:P-384"])
-        let p384Signature = try shop.sign("p384", digest: "sha384")
-        #expect(crypto.verify(scheme: 0x0503, certificateDER: p384, content: content, signature: p384Signature))
-        #expect(!crypto.verify(scheme: 0x0503, certificateDER: p384, content: content, signature: flipped(p384Signature)))
-        let p384SHA256 = try shop.sign("p384", digest: "sha256")
-        #expect(!crypto.verify(scheme: 0x0403, certificateDER: p384, content: content, signature: p384SHA256))  // a P-384 key
-    }
-
-    @Test func p521AndEd448() throws {
-        let shop = try OpenSSLWorkshop()
-        let content = try shop.content
-        let p521 = try shop.certificate("p521", newkey: "ec", options: ["ec_paramgen_curve:P-521"])
-        let p521Signature = try shop.sign("p521", digest: "sha512")
-        #expect(crypto.verify(scheme: 0x0603, certificateDER: p521, content: content, signature: p521Signature))
-        #expect(!crypto.verify(scheme: 0x0503, certificateDER: p521, content: content, signature: p521Signature))
-        let ed448 = try shop.certificate("ed448", newkey: "ed448")
-        try shop.run(["pkeyutl", "-sign", "-inkey", "ed448.key", "-rawin", "-in", "content", "-out", "ed448.sig"])
-        let ed448Signature = try shop.bytes("ed448.sig")
-        #expect(crypto.verify(scheme: 0x0808, certificateDER: ed448, content: content, signature: ed448Signature))
-        #expect(!crypto.verify(scheme: 0x0808, certificateDER: ed448, content: content, signature: flipped(ed448Signature)))
-        #expect(!crypto.verify(scheme: 0x0807, certificateDER: ed448, content: content, signature: ed448Signature))
-    }
-
-    @Test func ed25519() throws {
-        let shop = try OpenSSLWorkshop()
-        let cert = try shop.certificate("ed", newkey: "ed25519")
-        try shop.run(["pkeyutl", "-sign", "-inkey", "ed.key", "-rawin", "-in", "content", "-out", "ed.sig"])
-        let signature = try shop.bytes("ed.sig")
-        let content = try shop.content
-        #expect(signature.count == 64)
-        #expect(crypto.verify(scheme: 0x0807, certificateDER: cert, content: content, signature: signature))
-        #expect(!crypto.verify(scheme: 0x0807, certificateDER: cert, content: content, signature: flipped(signature)))
-        #expect(!crypto.verify(scheme: 0x0808, certificateDER: cert, content: content, signature: signature))
-        #expect(!crypto.verify(scheme: 0x0403, certificateDER: cert, content: content, signature: signature))
     }
 
     @Test func unreadableCertificatesAndUnknownSchemes() throws {
@@ -141,6 +134,7 @@ final class OpenSSLWorkshop {
         let cert = try shop.certificate("p256", newkey: "ec", options: ["ec_paramgen_curve:P-256"])
         let content = try shop.content
         let signature = try shop.sign("p256", digest: "sha256")
+        #expect(crypto.verify(scheme: 0x0403, certificateDER: cert, content: content, signature: signature))
         #expect(!crypto.verify(scheme: 0x0403, certificateDER: [0x30, 0x03, 0x02, 0x01, 0x00], content: content, signature: signature))
         #expect(!crypto.verify(scheme: 0x0403, certificateDER: [], content: content, signature: signature))
         #expect(!crypto.verify(scheme: 0x0403, certificateDER: Array(cert.dropLast()), content: content, signature: signature))
