@@ -67,6 +67,15 @@ import Testing
     /// {server} extract secret "handshake": the x25519 shared secret (IKM).
     static let ecdheSecret = hex("8bd4054fb55b9d63fdfbacf9f04b9f0d35e6d63f537563efd46272900f89492d")
 
+    /// The traffic keys of `secret`, expected to be the trace's `key` and `iv`.
+    func trafficKeys(_ schedule: TLS13KeySchedule, _ secret: [UInt8], key: String, iv: String,
+                     sourceLocation: SourceLocation = #_sourceLocation) -> (key: [UInt8], iv: [UInt8]) {
+        let keys = schedule.trafficKeys(secret: secret)
+        #expect(keys.key == hex(key), sourceLocation: sourceLocation)
+        #expect(keys.iv == hex(iv), sourceLocation: sourceLocation)
+        return keys
+    }
+
     @Test func simpleOneRTTHandshake() throws {
         let crypto = SwiftCryptoTLS()
         var schedule = TLS13KeySchedule(crypto: crypto, suite: 0x1301)
@@ -81,12 +90,8 @@ import Testing
         #expect(handshake.client == hex("b3eddb126e067f35a780b3abf45e2d8f3b1a950738f52e9600746a0e27a55a21"))
         #expect(handshake.server == hex("b67b7d690cc16c4e75e54213cb2d37b4e9c912bcded9105d42befd59d391ad38"))
 
-        let serverKeys = schedule.trafficKeys(secret: handshake.server)
-        #expect(serverKeys.key == hex("3fce516009c21727d0f2e4e86ee403bc"))
-        #expect(serverKeys.iv == hex("5d313eb2671276ee13000b30"))
-        let clientKeys = schedule.trafficKeys(secret: handshake.client)
-        #expect(clientKeys.key == hex("dbfaa693d1762c5b666af5d950258d01"))
-        #expect(clientKeys.iv == hex("5bd3c71b836e0b76bb73265f"))
+        let serverKeys = trafficKeys(schedule, handshake.server, key: "3fce516009c21727d0f2e4e86ee403bc", iv: "5d313eb2671276ee13000b30")
+        let clientKeys = trafficKeys(schedule, handshake.client, key: "dbfaa693d1762c5b666af5d950258d01", iv: "5bd3c71b836e0b76bb73265f")
 
         // The client opens the server's flight with the server handshake key.
         var serverRead = TLS13RecordProtection(crypto: crypto, suite: 0x1301, key: serverKeys.key, iv: serverKeys.iv)
@@ -112,12 +117,8 @@ import Testing
         let application = schedule.applicationTrafficSecrets(transcriptHash: transcript.current())
         #expect(application.client == hex("9e40646ce79a7f9dc05af8889bce6552875afa0b06df0087f792ebb7c17504a5"))
         #expect(application.server == hex("a11af9f05531f856ad47116b45a950328204b4f44bfb6b3a4b4f1f3fcb631643"))
-        let serverApplicationKeys = schedule.trafficKeys(secret: application.server)
-        #expect(serverApplicationKeys.key == hex("9f02283b6c9c07efc26bb9f2ac92e356"))
-        #expect(serverApplicationKeys.iv == hex("cf782b88dd83549aadf1e984"))
-        let clientApplicationKeys = schedule.trafficKeys(secret: application.client)
-        #expect(clientApplicationKeys.key == hex("17422dda596ed5d9acd890e3c63f5051"))
-        #expect(clientApplicationKeys.iv == hex("5b78923dee08579033e523d9"))
+        let serverApplicationKeys = trafficKeys(schedule, application.server, key: "9f02283b6c9c07efc26bb9f2ac92e356", iv: "cf782b88dd83549aadf1e984")
+        let clientApplicationKeys = trafficKeys(schedule, application.client, key: "17422dda596ed5d9acd890e3c63f5051", iv: "5b78923dee08579033e523d9")
 
         // Sequence numbers past 0: the client's application data (0) then its close_notify (1); the server's
         // application data goes out second (1), after the NewSessionTicket (0).
