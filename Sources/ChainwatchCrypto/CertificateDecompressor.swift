@@ -7,14 +7,16 @@ import CZstd
 /// is exactly the declared length and each library streams into it, so a stream that would produce more is stopped
 /// at that length (`.malformed`) and a decompression bomb costs at most the declared length (at most 2^24 bytes).
 enum CertificateDecompressor {
-    /// The largest uncompressed_length accepted (RFC 8879: a uint24).
+    /// The largest uncompressed_length accepted, and the largest compressed input (RFC 8879: both are uint24).
     static let maxUncompressedLength = 1 << 24
 
     static func decompress(algorithm: UInt16, _ data: [UInt8], uncompressedLength: Int) throws(TLSCryptoError) -> [UInt8] {
         guard uncompressedLength > 0, uncompressedLength <= maxUncompressedLength else {
             throw .malformed("uncompressed_length \(uncompressedLength)")
         }
-        guard !data.isEmpty else { throw .malformed("an empty compressed certificate") }
+        guard !data.isEmpty, data.count <= maxUncompressedLength else {
+            throw .malformed("a compressed certificate of \(data.count) bytes")
+        }
         var output = [UInt8](repeating: 0, count: uncompressedLength)
         let produced: Int
         switch algorithm {

@@ -2,8 +2,8 @@ public import ChainwatchCore
 import Crypto
 import Foundation
 
-/// Core's `TLSCrypto` from maintained libraries: swift-crypto for randomness-free primitives (hashes, HMAC, AEAD)
-/// and key exchange (X25519MLKEM768 included), OpenSSL's libcrypto for signature verification (`SignatureVerifier`),
+/// Core's `TLSCrypto` from maintained libraries: swift-crypto for hashes, HMAC, AEAD (`AEAD`) and key exchange
+/// (`makeKeyExchange`, X25519MLKEM768 included), OpenSSL's libcrypto for signature verification (`SignatureVerifier`),
 /// Debian's zlib, brotli and zstd for RFC 8879 certificate decompression (`CertificateDecompressor`). Stateless.
 public struct SwiftCryptoTLS: TLSCrypto {
     public init() {}

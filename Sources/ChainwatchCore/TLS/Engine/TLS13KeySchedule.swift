@@ -23,8 +23,10 @@ public struct TLS13KeySchedule: Sendable {
     }
 
     /// HKDF-Expand-Label (RFC 8446 §7.1): HKDF-Expand over the HkdfLabel of `length`, "tls13 " + `label`, `context`.
+    /// The label (with its prefix) and the context are at most 255 bytes, `length` at most 255 hash lengths.
     public func hkdfExpandLabel(secret: [UInt8], label: String, context: [UInt8], length: Int) -> [UInt8] {
         let fullLabel = Array("tls13 \(label)".utf8)
+        precondition(fullLabel.count <= 255 && context.count <= 255, "HKDF-Expand-Label: label or context over 255 bytes")
         var info: [UInt8] = [UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
         info.append(UInt8(truncatingIfNeeded: fullLabel.count))
         info += fullLabel
@@ -50,7 +52,8 @@ public struct TLS13KeySchedule: Sendable {
     }
 
     /// After the server Finished: `transcriptHash` is the hash of ClientHello..server Finished. Returns the client and
-    /// server application traffic secrets. Calling it before `handshakeTrafficSecrets` is a programming error.
+    /// server application traffic secrets. Forgets the handshake secret: calling it before `handshakeTrafficSecrets`,
+    /// or twice, is a programming error.
     public mutating func applicationTrafficSecrets(transcriptHash: [UInt8]) -> (client: [UInt8], server: [UInt8]) {
         guard let handshakeSecret else {
             preconditionFailure("TLS13KeySchedule: applicationTrafficSecrets before handshakeTrafficSecrets")
