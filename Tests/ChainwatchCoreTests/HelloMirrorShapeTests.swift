@@ -14,6 +14,12 @@ import Testing
         #expect(try Self.shape("chrome-resumed") == first)
     }
 
+    /// A second connection of Edge, Firefox and Safari (new GREASE values, Firefox's other ECH payload length).
+    @Test(arguments: ["edge", "firefox", "safari"])
+    func secondConnectionsShareTheShape(_ name: String) throws {
+        #expect(try Self.shape("\(name)-2") == Self.shape(name))
+    }
+
     @Test func differentClientsHaveDifferentShapes() throws {
         let names = ["chrome-1", "edge", "firefox", "safari", "curl", "python-ssl", "openssl", "gnutls"]
         let shapes = try names.map(Self.shape)

@@ -5,14 +5,15 @@ import Synchronization
 /// The real ClientHello messages of `Fixtures/hellos` (see its README.md).
 enum HelloFixture {
     /// Hellos of fresh connections: the mirror reproduces their length exactly.
-    static let fresh = ["chrome-1", "chrome-2", "chrome-3", "edge", "firefox", "safari", "safari-ios", "curl",
-                        "python-ssl", "openssl", "gnutls"]
+    static let fresh = ["chrome-1", "chrome-2", "chrome-3", "edge", "edge-2", "firefox", "firefox-2", "safari",
+                        "safari-2", "safari-ios", "curl", "python-ssl", "openssl", "gnutls"]
     /// Every fixture, the resumed Chrome hello (pre_shared_key) included.
     static let all = fresh + ["chrome-resumed"]
     /// Chrome 152: extensions permuted per connection.
     static let permuting = ["chrome-1", "chrome-2", "chrome-3", "chrome-resumed"]
     /// Stacks that keep one extension order.
-    static let ordered = ["edge", "firefox", "safari", "safari-ios", "curl", "python-ssl", "openssl", "gnutls"]
+    static let ordered = ["edge", "edge-2", "firefox", "firefox-2", "safari", "safari-2", "safari-ios", "curl",
+                          "python-ssl", "openssl", "gnutls"]
 
     static func bytes(_ name: String) throws -> [UInt8] {
         guard let base = Bundle.module.resourceURL else { throw FixtureMissing(name: name) }

@@ -56,7 +56,7 @@ import Testing
         #expect(mine.count == theirs.count)
         for (a, b) in zip(mine, theirs) { #expect(a != b && isGREASE(a)) }
         for i in theirs.indices { for j in theirs.indices { #expect((theirs[i] == theirs[j]) == (mine[i] == mine[j])) } }
-        let greaseless = ["openssl", "curl", "python-ssl", "gnutls", "firefox"].contains(name)
+        let greaseless = ["openssl", "curl", "python-ssl", "gnutls", "firefox", "firefox-2"].contains(name)
         #expect(theirs.isEmpty == greaseless)
     }
 
