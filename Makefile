@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates zlib1g-dev libbrotli-dev libzstd-dev
-TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin
+TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin gnutls-bin
 ARGS ?=
 # make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.
 FUZZ_TIME ?= 180
@@ -42,6 +42,7 @@ test-deps: deps
 	@python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus-client
 	@python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml
 	@python3 -c 'import kubernetes_validate' 2>/dev/null || python3 -m pip install -q kubernetes-validate
+	@python3 -c 'import curl_cffi' 2>/dev/null || python3 -m pip install -q curl_cffi
 
 build: deps
 	swift build -c release --product chainwatch

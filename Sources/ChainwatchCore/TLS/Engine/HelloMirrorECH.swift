@@ -1,0 +1,49 @@
+/// An encrypted_client_hello extension (0xFE0D) of type outer (draft-ietf-tls-esni §5): what a client sends as ECH
+/// GREASE when it has no ECH config for the server (RFC 8701-style: cipher suite, random config_id, a random `enc`
+/// of the KEM's share length, a random payload). Chrome draws the payload length per connection (144, 176, 208 or
+/// 240 bytes seen); Firefox sends one length.
+struct OuterECH: Sendable, Equatable {
+    /// The extension type.
+    static let type: UInt16 = 0xFE0D
+
+    /// The HPKE KDF and AEAD identifiers, 4 bytes, as sent.
+    var cipherSuite: [UInt8]
+    var configID: UInt8
+    var enc: [UInt8]
+    var payload: [UInt8]
+
+    /// Parses an ECH extension body; nil for a body of another ECH type (inner), which is kept as sent.
+    static func parse(_ body: [UInt8]) throws(HelloMirrorError) -> OuterECH? {
+        guard body.first == 0 else { return nil }
+        do {
+            var reader = ByteReader(body.dropFirst())
+            let suite = Array(try reader.readBytes(4, "ech.cipher_suite"))
+            let configID = try reader.readUInt8("ech.config_id")
+            var enc = try reader.readVector(lengthBytes: 2, "ech.enc")
+            var payload = try reader.readVector(lengthBytes: 2, "ech.payload")
+            try reader.expectEnd("ech")
+            return OuterECH(cipherSuite: suite, configID: configID, enc: Array(enc.readRest()),
+                            payload: Array(payload.readRest()))
+        } catch {
+            throw .malformedExtension(type)
+        }
+    }
+
+    /// The extension body.
+    func encoded() -> [UInt8] {
+        var body: [UInt8] = [0] + cipherSuite + [configID]
+        body.appendUInt16(UInt16(enc.count))
+        body += enc
+        body.appendUInt16(UInt16(payload.count))
+        return body + payload
+    }
+
+    /// Fresh per-connection parts: a config_id other than this one, random `enc` and payload of the same lengths.
+    func redrawn(_ random: HelloMirrorRandom) -> OuterECH {
+        var fresh = self
+        fresh.configID = UInt8((Int(configID) + 1 + random.below(255)) % 256)
+        fresh.enc = random.bytes(enc.count)
+        fresh.payload = random.bytes(payload.count)
+        return fresh
+    }
+}
