@@ -5,8 +5,15 @@ import Testing
 @Suite struct HelloMirrorRetryTests {
     static let cookie: [UInt8] = Array(0..<40)
 
-    @Test(arguments: ["chrome-1", "firefox", "safari", "curl", "edge"])
-    func retryForSecp256r1WithACookie(_ name: String) throws {
+    /// Each fixture with the extension its stack puts right before the cookie (nil: Chrome, a random place among
+    /// its permuted extensions).
+    static let cookiePlaces: [(String, UInt16?)] = [
+        ("chrome-1", nil), ("chrome-3", nil), ("firefox", 0x000D), ("safari", 0x002B), ("edge", 0x002B),
+        ("curl", 0x0033), ("python-ssl", 0x0033), ("gnutls", 0x0000),
+    ]
+
+    @Test(arguments: cookiePlaces)
+    func retryForSecp256r1WithACookie(_ name: String, _ beforeCookie: UInt16?) throws {
         let crypto = MirrorTestCrypto(seed: 9)
         let first = try HelloMirror.mirror(HelloFixture.bytes(name), crypto: crypto)
         let firstParts = try HelloParts(message: first.message)
@@ -19,17 +26,37 @@ import Testing
         #expect(retry.keyExchanges.map(\.group) == [group] && shares.first?.value == retry.keyExchanges.first?.publicShare)
         #expect(parts.body(of: 44) == [0, 40] + Self.cookie)
         #expect(parts.index(of: TLSExtensionType.earlyData) == nil)
-        #expect(parts.types.filter { $0 != 44 && $0 != 21 } == firstParts.types.filter { $0 != 21 })
-        #expect(parts.index(of: 44) == (parts.index(of: TLSExtensionType.keyShare) ?? -1) + 1)
+        let cookieIndex = try #require(parts.index(of: 44))
+        if let beforeCookie {
+            #expect(parts.types[cookieIndex - 1] == beforeCookie)
+        } else {
+            #expect(cookieIndex > 0 && cookieIndex < parts.types.count - 1)
+            #expect(isGREASE(parts.types[0]) && isGREASE(parts.types[parts.types.count - 1]))
+        }
         // Everything else as in the first hello: GREASE values, order, random, session id, suites, ECH, ...
         var expected = firstParts
         let index = try #require(expected.index(of: TLSExtensionType.keyShare))
         expected.extensions?[index].body = KeyShareEntry.encode(shares)
-        expected.extensions?.insert(.init(type: 44, body: [0, 40] + Self.cookie), at: index + 1)
+        expected.extensions?.insert(.init(type: 44, body: [0, 40] + Self.cookie), at: cookieIndex)
         expected.extensions?.removeAll { $0.type == 21 }
         var unpadded = parts
         unpadded.extensions?.removeAll { $0.type == 21 }
         #expect(unpadded == expected)
+    }
+
+    /// BoringSSL does not pad its second ClientHello; OpenSSL pads it by the same rule as the first (Python's retry
+    /// for secp256r1 with a 40-byte cookie is 359 bytes unpadded: 280 as sent, 33 more for the P-256 share, 46 for the
+    /// cookie; padded to 512).
+    @Test func retryPadding() throws {
+        let crypto = MirrorTestCrypto(seed: 15)
+        let edge = try HelloMirror.mirror(HelloFixture.bytes("edge"), crypto: crypto)
+        #expect(try HelloParts(message: edge.message).index(of: 21) != nil)
+        let edgeRetry = try edge.retry(group: 0x0017, cookie: Self.cookie, crypto: crypto)
+        #expect(try HelloParts(message: edgeRetry.message).index(of: 21) == nil)
+        let python = try HelloMirror.mirror(HelloFixture.bytes("python-ssl"), crypto: crypto)
+        let pythonRetry = try python.retry(group: 0x0017, cookie: Self.cookie, crypto: crypto)
+        #expect(pythonRetry.message.count == 512)
+        #expect(try HelloParts(message: pythonRetry.message).body(of: 21)?.count == 512 - 359 - 4)
     }
 
     @Test func retryWithoutGroupKeepsTheShares() throws {

@@ -96,8 +96,6 @@ final class MirrorTestKeyExchange: TLSKeyExchange {
 extension HelloParts {
     init(fixture name: String) throws { try self.init(message: HelloFixture.bytes(name)) }
 
-    var types: [UInt16] { (extensions ?? []).map(\.type) }
-
     func keyShares() throws -> [KeyShareEntry] { try KeyShareEntry.parse(body(of: TLSExtensionType.keyShare) ?? [0, 0]) }
 
     /// GREASE values in wire order after sorting the extensions `stack` permutes by type: place by place.

@@ -137,3 +137,14 @@ import Testing
         #expect(try probe.codePoints(of: 34) == [mapped, 0x0403])
     }
 }
+
+/// An empty legacy session id (a client in TLS 1.3 without middlebox compatibility mode) stays empty.
+@Suite struct HelloMirrorSessionIDTests {
+    @Test func emptySessionIDStaysEmpty() throws {
+        var client = try HelloParts(fixture: "openssl")
+        client.sessionID = []
+        let mirrored = try HelloMirror.mirror(client.encoded(), crypto: MirrorTestCrypto(seed: 16))
+        #expect(mirrored.message.count == client.encoded().count)
+        #expect(try HelloParts(message: mirrored.message).sessionID == [])
+    }
+}

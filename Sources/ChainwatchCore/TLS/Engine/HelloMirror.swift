@@ -46,7 +46,7 @@ public enum HelloMirror {
             }
             probe.extensions = extensions
         }
-        HelloStack.repad(&probe)
+        stack.repad(&probe)
         return MirroredHello(parts: probe, keyExchanges: exchanges)
     }
 

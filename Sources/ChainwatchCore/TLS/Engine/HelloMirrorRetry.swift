@@ -17,12 +17,12 @@ public struct MirroredHello: Sendable {
     /// The second ClientHello after a HelloRetryRequest that asked for `group` (nil: no key_share change) and sent
     /// `cookie` (nil: none): built as the client's stack builds it (RFC 8446 §4.1.2: same as the first but key_share
     /// holds one share for the group, the cookie extension added, early_data removed; same GREASE values and
-    /// extension order as this hello). The random, session id and ECH GREASE stay as in this hello. A new cookie
-    /// extension goes right after key_share (OpenSSL's place; BoringSSL's permuted place for it cannot be known from
-    /// the first hello, which had none). Padding is recomputed.
+    /// extension order as this hello). The random, session id and ECH GREASE stay as in this hello. The cookie goes
+    /// where the client's stack puts it (`HelloStack.cookieIndex`); padding is recomputed (BoringSSL: dropped).
     public func retry(group: UInt16?, cookie: [UInt8]?, crypto: any TLSCrypto) throws(HelloMirrorError) -> MirroredHello {
         var next = parts
         var exchanges = keyExchanges
+        let stack = HelloStack(parts)
         if let group {
             guard try next.codePoints(of: TLSExtensionType.supportedGroups).contains(group) else {
                 throw .retryGroupNotOffered(group)
@@ -48,15 +48,15 @@ public struct MirroredHello: Sendable {
             let cookieExtension = HelloParts.Extension(type: Self.cookieType, body: body)
             if let index = next.index(of: Self.cookieType) {
                 next.extensions?[index] = cookieExtension
-            } else if let index = next.index(of: TLSExtensionType.keyShare) {
-                next.extensions?.insert(cookieExtension, at: index + 1)
             } else {
-                next.extensions = (next.extensions ?? []) + [cookieExtension]
+                let index = stack.cookieIndex(in: next, random: HelloMirrorRandom(crypto: crypto))
+                next.extensions = (next.extensions ?? [])
+                next.extensions?.insert(cookieExtension, at: index)
             }
         }
         // Checked before encoding (repad encodes): padding only ever fills a hello up to 0x200 bytes.
         guard next.extensionsLength <= 0xFFFF else { throw .badLength(field: "cookie") }
-        HelloStack.repad(&next)
+        stack.repad(&next, afterRetry: true)
         return MirroredHello(parts: next, keyExchanges: exchanges)
     }
 
