@@ -48,7 +48,7 @@ let package = Package(
 
         // The server.
         .target(name: "ChainwatchProxy", dependencies: [
-            "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchEventLoop", "ChainwatchPolicyFile", "ChainwatchLock",
+            "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchCrypto", "ChainwatchEventLoop", "ChainwatchPolicyFile", "ChainwatchLock",
             .product(name: "Logging", package: "swift-log"),
         ]),
 

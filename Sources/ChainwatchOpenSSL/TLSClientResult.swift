@@ -57,12 +57,15 @@ public struct TLSClientResult: Hashable, Sendable {
     }
 }
 
-/// One handshake message's type and length, the 4-byte header included.
-public struct TLSMessageSize: Hashable, Sendable, CustomStringConvertible {
-    public var type: UInt8
-    public var length: Int
-    public init(type: UInt8, length: Int) { self.type = type; self.length = length }
-    public var description: String { "\(type):\(length)" }
+extension TLSClientResult {
+    /// What chainwatch's own client (`ProbeClient`) saw, in the form the inspection compares.
+    public init(_ result: ProbeClientResult) {
+        self.init(chainDER: result.chainDER, version: result.version, cipher: result.cipher,
+                  alpn: result.alpn.map { String(decoding: $0, as: UTF8.self) }, clientHello: result.clientHello,
+                  serverHello: result.serverHello, serverMessages: result.serverMessages,
+                  serverRecordLengths: result.serverRecordLengths, helloRetryRequested: result.helloRetryRequested,
+                  ocspResponse: result.ocspResponse)
+    }
 }
 
 /// Collects what `SSL_set_msg_callback` reports during one handshake. Owned by its `TLSClient`; the callback

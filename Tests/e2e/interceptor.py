@@ -32,6 +32,8 @@ import socket
 import struct
 import threading
 
+import hello_compare
+
 GREASE = {0x0a0a + 0x1010 * i for i in range(16)}
 
 # OpenSSL 3.0 client defaults.
@@ -178,7 +180,10 @@ def read_client_hello(sock, timeout=5.0, limit=65536):
                 raise ValueError("first handshake message is not a ClientHello")
             size = int.from_bytes(handshake[1:4], "big")
             if len(handshake) >= 4 + size:
-                return raw, ClientHello(handshake[4:4 + size])
+                hello = ClientHello(handshake[4:4 + size])
+                hello.message = handshake[:4 + size]        # the whole message, for field-by-field comparisons
+                hello.raw = hello_compare.Hello(hello.message)
+                return raw, hello
 
 
 def spare_openssl_defaults(index, hello):
@@ -198,6 +203,23 @@ class BehaveThenForge:
 
     def __call__(self, index, hello):
         return "forger" if self.first_forged is not None and index >= self.first_forged else "genuine"
+
+
+def pump(src, dst, idle_timeout=None):
+    """Copies src → dst until EOF, an error or `idle_timeout` seconds of silence; passes the EOF on as a half-close."""
+    src.settimeout(idle_timeout)
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    try:
+        dst.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 class Interceptor:
@@ -262,20 +284,7 @@ class Interceptor:
                     s.close()
 
     def _pump(self, src, dst):
-        """Copies src → dst until EOF, an error or `idle_timeout` of silence; passes the EOF on as a half-close."""
-        src.settimeout(self.idle_timeout)
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        try:
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
+        pump(src, dst, self.idle_timeout)
 
     def close(self):
         self._stopped = True

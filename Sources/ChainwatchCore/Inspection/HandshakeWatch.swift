@@ -84,7 +84,8 @@ public struct HandshakeWatch: Sendable {
             let fact: HandshakeFact?
             do { fact = try clientObserver.next() } catch { return decide(.notTLS("client: \(error)")) }
             guard let fact else { return .moreBytes }
-            if case .clientHello(let hello) = fact {
+            if case .clientHello(var hello) = fact {
+                hello.recordVersion = clientObserver.firstRecordVersion ?? hello.recordVersion
                 clientHello = hello
                 return .moreBytes
             }

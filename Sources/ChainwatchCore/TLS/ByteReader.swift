@@ -44,6 +44,9 @@ struct ByteReader {
         return ByteReader(try readBytes(length, field))
     }
 
+    /// The bytes not read yet, as a copy (the reader stays as it is).
+    var unread: [UInt8] { Array(bytes) }
+
     /// All bytes left.
     mutating func readRest() -> ArraySlice<UInt8> {
         defer { bytes = bytes.suffix(0) }

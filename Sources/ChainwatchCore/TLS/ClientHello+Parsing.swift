@@ -2,6 +2,7 @@ extension ClientHello {
     /// Parses a ClientHello body (RFC 8446 4.1.2, RFC 5246 7.4.1.2; the handshake header already removed).
     init(parsing body: ArraySlice<UInt8>) throws(TLSParseError) {
         var reader = ByteReader(body)
+        message = [HandshakeType.clientHello, UInt8(body.count >> 16 & 0xFF), UInt8(body.count >> 8 & 0xFF), UInt8(body.count & 0xFF)] + body
         legacyVersion = TLSVersion(rawValue: try reader.readUInt16("ClientHello.legacy_version"))
         random = Array(try reader.readBytes(32, "ClientHello.random"))
         sessionID = try reader.readSessionID("ClientHello.legacy_session_id")

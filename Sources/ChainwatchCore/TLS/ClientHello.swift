@@ -32,6 +32,11 @@ public struct ClientHello: Hashable, Sendable {
     /// The bytes of the first ALPN protocol name as sent (`alpnProtocols` decodes names as UTF-8, which is lossy
     /// for the rare non-UTF-8 name); JA4 reads its first and last byte.
     var firstALPNBytes: [UInt8]
+    /// The whole handshake message as the client sent it (type, length, body): what the probe mirrors. Empty for a
+    /// hello built from its fields (tests).
+    public internal(set) var message: [UInt8] = []
+    /// The record-layer version of the record that carried the hello's first bytes (0x0301 for most stacks).
+    public var recordVersion: UInt16 = 0x0301
 
     public init(legacyVersion: TLSVersion, random: [UInt8], sessionID: [UInt8], cipherSuites: [CipherSuite],
                 serverName: String?, supportedVersions: [TLSVersion], alpnProtocols: [String],

@@ -22,6 +22,12 @@ public struct ClientOffer: Hashable, Sendable, CustomStringConvertible {
     /// The extension types, sorted: the probe cannot repeat their order (OpenSSL sends its own), and clients such as
     /// Chrome shuffle it on every connection, which would otherwise give every tunnel an offer, and a probe, of its own.
     public var extensionTypes: [UInt16]
+    /// The client's hello with its per-connection parts blanked (`ClientHelloShape`): two clients share a probe only
+    /// when their hellos have the same shape, every extension body included. Empty for an offer not made from a hello.
+    public var shape: [UInt8] = []
+    /// The client's own hello, which the probe mirrors (`HelloMirror`); nil for an offer not made from a hello (`pin`,
+    /// `selftest`), which OpenSSL's client sends as far as it can. Not part of equality: any hello of that shape serves.
+    public var template: HelloTemplate?
 
     public init(serverName: String?, alpn: [String] = [], versions: [TLSVersion] = [], legacyVersion: TLSVersion = .tls1_2,
                 cipherSuites: [UInt16] = [], supportedGroups: [UInt16] = [], keyShareGroups: [UInt16] = [],
@@ -51,5 +57,21 @@ extension ClientOffer {
                   legacyVersion: hello.legacyVersion, cipherSuites: hello.cipherSuites.map(\.rawValue),
                   supportedGroups: hello.supportedGroups, keyShareGroups: hello.keyShareGroups,
                   signatureAlgorithms: hello.signatureAlgorithms, extensionTypes: hello.extensionTypes)
+        guard !hello.message.isEmpty, let shape = try? ClientHelloShape(hello.message) else { return }
+        self.shape = shape.bytes
+        template = HelloTemplate(message: hello.message, recordVersion: hello.recordVersion)
     }
+}
+
+/// The hello a probe mirrors: a client's ClientHello message and the version of the record that carried it. Every
+/// template compares equal (and hashes alike): offers are told apart by their shape, and any hello of one shape makes
+/// the same probe.
+public struct HelloTemplate: Hashable, Sendable {
+    public let message: [UInt8]
+    public let recordVersion: UInt16
+
+    public init(message: [UInt8], recordVersion: UInt16) { self.message = message; self.recordVersion = recordVersion }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { true }
+    public func hash(into hasher: inout Hasher) {}
 }

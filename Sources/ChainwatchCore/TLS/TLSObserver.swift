@@ -41,6 +41,9 @@ public struct TLSObserver: Sendable {
     /// message is waiting, and a message header announcing more than the limit fails at once, so the buffer holds at
     /// most an incomplete message (header included) plus one record. `maxReassemblyByteCount` is this observer's.
     public static let maxReassemblyLength = 4 + maxHandshakeMessageLength + maxPlaintextRecordLength
+    /// The version field of the first record's header (a client's: 0x0301 for most stacks); nil before it came.
+    public private(set) var firstRecordVersion: UInt16?
+
     /// The largest handshake message body this observer accepts.
     public let messageLimit: Int
     /// The most this observer's reassembly buffer ever holds.
@@ -228,6 +231,7 @@ public struct TLSObserver: Sendable {
             throw .unexpectedContentType(type)
         }
         guard version >> 8 == 3 else { throw .badRecordVersion(version) }
+        if case .start = phase { firstRecordVersion = version }
         let limit = type == Self.contentApplicationData ? Self.maxCiphertextRecordLength : Self.maxPlaintextRecordLength
         guard length <= limit else { throw .recordTooLong(length: length, limit: limit) }
         phase = .plaintext

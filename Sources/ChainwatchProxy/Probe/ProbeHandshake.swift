@@ -1,17 +1,26 @@
 import ChainwatchCore
+import ChainwatchCrypto
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
 import Glibc
 
-/// One probe handshake on one loop: a `TLSClient` driven over a non-blocking `Connection`. Owns both and its
-/// timeout. Kept alive from `start` until it reports (the connection's delegate reference, then the timer's
+/// One probe handshake on one loop: chainwatch's own client (`ProbeClient`, sending the client's hello mirrored)
+/// driven over a non-blocking `Connection`; for an offer made from no hello (`pin`, `selftest`), OpenSSL's
+/// `TLSClient`. Owns both and its timeout. Kept alive from `start` until it reports (the connection's delegate reference, then the timer's
 /// closure through the connection), whatever happens to whoever asked. Reports exactly once; sends no
 /// application data. Loop thread only.
 final class ProbeHandshake: ConnectionDelegate {
     private let key: ProbeKey
     private let timeoutMilliseconds: Int
     private var report: ((ProbeResult) -> Void)?
-    private var client: TLSClient?
+    private var client: Engine?
+    /// Which client runs this handshake.
+    private enum Engine {
+        case own(ProbeClient)
+        case openSSL(TLSClient)
+    }
+    /// The primitives of the own client (swift-crypto, OpenSSL's signature verification).
+    private static let crypto = SwiftCryptoTLS()
     private var connection: Connection?
     private var timer: Timer?
     /// Where a Certificate message over the client's 512 KiB gets room to be read (nil: it is not read).
@@ -54,10 +63,19 @@ final class ProbeHandshake: ConnectionDelegate {
     private func handshake(maxCertificateList: Int) {
         guard let loop else { return }
         certificateList = maxCertificateList
-        do throws(OpenSSLError) {
-            client = try TLSClient(offer: key.offer, maxCertificateList: maxCertificateList)
-        } catch {
-            return finish(.failure(Self.handshakeFailure(error)))
+        if let template = key.offer.template {
+            do throws(ProbeClientError) {
+                client = .own(try ProbeClient(clientHello: template.message, recordVersion: template.recordVersion,
+                                              crypto: Self.crypto, maxCertificateList: maxCertificateList))
+            } catch {
+                return finish(.failure("handshake failed: \(error)"))
+            }
+        } else {
+            do throws(OpenSSLError) {
+                client = .openSSL(try TLSClient(offer: key.offer, maxCertificateList: maxCertificateList))
+            } catch {
+                return finish(.failure(Self.handshakeFailure(error)))
+            }
         }
         let connection: Connection
         do throws(EventLoopError) {
@@ -76,7 +94,7 @@ final class ProbeHandshake: ConnectionDelegate {
         switch event {
         case .connected:
             connection.enableRead()
-            advance()
+            if case .own(let own) = client { connection.write(own.start()) } else { advance() }
         case .endOfStream:
             finish(.failure("handshake failed: connection closed by server"))
         case .error(let code):
@@ -86,6 +104,7 @@ final class ProbeHandshake: ConnectionDelegate {
 
     func connectionDidRead(_ connection: Connection) {
         guard let client else { return }
+        guard case .openSSL(let client) = client else { return readOwn(connection) }
         var failure: OpenSSLError?
         connection.input.forEachChunk(from: 0) { chunk in
             guard failure == nil else { return }
@@ -100,9 +119,39 @@ final class ProbeHandshake: ConnectionDelegate {
 
     // MARK: Handshake
 
+    /// Feeds the own client what arrived, sends what it answers, and reports when it is done.
+    private func readOwn(_ connection: Connection) {
+        guard case .own(var own) = client else { return }
+        client = nil   // not two copies of the client's buffers while it runs
+        var outcome: Result<ProbeClientResult?, ProbeClientError> = .success(nil)
+        connection.input.forEachChunk(from: 0) { chunk in
+            guard case .success(nil) = outcome else { return }
+            do throws(ProbeClientError) {
+                switch try own.receive(chunk) {
+                case .needsMoreBytes(let send):
+                    if !send.isEmpty { connection.write(send) }
+                case .done(let result, let send):
+                    if !send.isEmpty { connection.write(send) }
+                    outcome = .success(result)
+                }
+            } catch {
+                outcome = .failure(error)
+            }
+        }
+        connection.input.drain(connection.input.count)
+        client = .own(own)
+        switch outcome {
+        case .success(nil): return
+        case .success(let result?): finish(.success(TLSClientResult(result)))
+        case .failure(let error):
+            guard error.isExcessiveMessageSize else { return finish(.failure("handshake failed: \(error)")) }
+            retryLarger()
+        }
+    }
+
     /// Runs the handshake on what has arrived and sends what it wrote.
     private func advance() {
-        guard let client, let connection else { return }
+        guard case .openSSL(let client) = client, let connection else { return }
         let progress: TLSClient.Progress
         do throws(OpenSSLError) {
             progress = try client.advance()
@@ -120,8 +169,13 @@ final class ProbeHandshake: ConnectionDelegate {
     /// handshake reads with the next larger limit (`largerCertificateLists`) when `largeHandshakes` has room for it;
     /// without room it is `.oversized`.
     private func fail(_ error: OpenSSLError) {
-        guard error.isExcessiveMessageSize, let next = Self.largerCertificateLists.first(where: { $0 > certificateList }) else {
-            return finish(.failure(Self.handshakeFailure(error)))
+        guard error.isExcessiveMessageSize else { return finish(.failure(Self.handshakeFailure(error))) }
+        retryLarger()
+    }
+
+    private func retryLarger() {
+        guard let next = Self.largerCertificateLists.first(where: { $0 > certificateList }) else {
+            return finish(.failure("handshake failed: the server's Certificate message is over the protocol's limit"))
         }
         let bytes = Self.room(forCertificateList: next)
         guard let largeHandshakes, let granted = largeHandshakes.reserve(bytes) else {
@@ -159,7 +213,7 @@ final class ProbeHandshake: ConnectionDelegate {
         self.report = nil
         timer?.cancel()
         if let connection {
-            if case .success = result, let client { connection.write(client.closeNotify()) }
+            if case .success = result, case .openSSL(let client) = client { connection.write(client.closeNotify()) }
             connection.close()
         }
         client = nil

@@ -1,0 +1,198 @@
+"""The probe is the client: for every client stack, chainwatch's TLS 1.3 probe sends the client's own ClientHello
+(fresh only in what each connection draws afresh), so no interceptor can tell the two apart by the hello's bytes.
+
+Clients: curl_cffi (PyPI), which sends exactly the hellos of Chrome, Edge, Firefox and Safari (macOS and iOS), curl,
+Python `ssl`, `openssl s_client` and `gnutls-cli` (through a CONNECT relay: it has no proxy option). Servers: the
+threaded Python TLS 1.3 server of helpers.py with the genuine chain and the attacker's (same subjects, another CA),
+behind interceptor.py, which records every hello and picks a backend per connection.
+
+1. The probe's hello against the client's, field by field (hello_compare.py, written apart from chainwatch's code).
+2. Interceptors that forge by what a browser's hello has and a library probe's had not (GREASE, certificate
+   compression, a post-quantum group, two key shares), by extension order, by JA4 and by the hello's length: the
+   probe is forged exactly when the client is, so every forgery is caught (under block no page; a line either way)
+   and every spared client passes with no line.
+
+Run alone: make e2e ARGS="-k probe_is_the_client".
+"""
+import socket
+import sys
+import threading
+
+import pytest
+
+from hello_compare import differences, GREASE
+from helpers import wait_alert_lines, read_alert_lines
+from interceptor import Interceptor, pump
+from test_tls13_adversary import PAGE, closing, curl, pki, run, start, threaded  # noqa: F401 (fixtures)
+
+IMPERSONATED = {"chrome": "chrome152", "edge": "edge101", "firefox": "firefox155", "safari": "safari270",
+                "safari_ios": "safari270_ios"}
+
+
+def cffi(target):
+    def client(proxy, port):
+        script = ("import sys\nfrom curl_cffi import requests\n"
+                  f"r = requests.get('https://genuine.test:{port}/blob', impersonate='{target}', verify=False, timeout=8,"
+                  f" proxies={{'https': 'http://127.0.0.1:{proxy.port}'}})\n"
+                  "sys.stdout.buffer.write(r.content)\n")
+        return run([sys.executable, "-c", script], timeout=12)
+    return client
+
+
+def python_ssl(proxy, port):
+    script = f"""
+import socket, ssl, sys
+s = socket.create_connection(("127.0.0.1", {proxy.port}), timeout=8)
+s.sendall(b"CONNECT genuine.test:{port} HTTP/1.1\\r\\nHost: genuine.test:{port}\\r\\n\\r\\n")
+head = b""
+while b"\\r\\n\\r\\n" not in head:
+    chunk = s.recv(1)
+    if not chunk: sys.exit(1)
+    head += chunk
+if b" 200 " not in head.split(b"\\r\\n")[0]: sys.exit(2)
+c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE
+t = c.wrap_socket(s, server_hostname="genuine.test")
+t.sendall(b"GET /blob HTTP/1.0\\r\\nHost: genuine.test\\r\\n\\r\\n")
+out = b""
+while True:
+    chunk = t.recv(65536)
+    if not chunk: break
+    out += chunk
+sys.stdout.buffer.write(out)
+"""
+    return run([sys.executable, "-c", script], timeout=12)
+
+
+def s_client(proxy, port):
+    return run(["openssl", "s_client", "-proxy", f"127.0.0.1:{proxy.port}", "-connect", f"genuine.test:{port}",
+                "-servername", "genuine.test", "-ign_eof", "-quiet"], input=b"GET /blob HTTP/1.0\r\n\r\n", timeout=10)
+
+
+class ConnectRelay:
+    """A local port whose connections are CONNECTed through the proxy to genuine.test:PORT (for gnutls-cli)."""
+
+    def __init__(self, proxy_port, port):
+        self.proxy_port, self.port_upstream = proxy_port, port
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        try:
+            conn, _ = self.sock.accept()
+        except OSError:
+            return
+        up = socket.create_connection(("127.0.0.1", self.proxy_port), timeout=10)
+        up.sendall(f"CONNECT genuine.test:{self.port_upstream} HTTP/1.1\r\nHost: genuine.test\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = up.recv(1)
+            if not chunk:
+                conn.close()
+                return
+            head += chunk
+        for a, b in ((conn, up), (up, conn)):
+            threading.Thread(target=pump, args=(a, b, 15), daemon=True).start()
+
+    def close(self):
+        self.sock.close()
+
+
+def gnutls(proxy, port):
+    relay = ConnectRelay(proxy.port, port)
+    try:
+        return run(["gnutls-cli", "--insecure", "--sni-hostname", "genuine.test", "--port", str(relay.port), "127.0.0.1"],
+                   input=b"GET /blob HTTP/1.0\r\n\r\n", timeout=10)
+    finally:
+        relay.close()
+
+
+CLIENTS = {**{name: cffi(target) for name, target in IMPERSONATED.items()},
+           "curl": lambda proxy, port: curl(proxy, port, path="/blob"),
+           "python": python_ssl, "s_client": s_client, "gnutls": gnutls}
+
+
+class Recording:
+    """An interceptor policy: `forge(hello)` decides, every hello is kept (raw message and choice)."""
+
+    def __init__(self, forge=lambda hello: False):
+        self.forge, self.hellos = forge, []
+
+    def __call__(self, index, hello):
+        choice = "forger" if self.forge(hello) else "genuine"
+        self.hellos.append((hello, choice))
+        return choice
+
+
+def servers(pki, closing):
+    genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
+    forger = closing(threaded(pki / "attacker.fullchain.pem", pki / "attacker.key", blob=PAGE))
+    return genuine, forger
+
+
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_the_probes_hello_is_the_clients(start_proxy, tmp_path, pki, closing, client):
+    """Under block, first contact: two hellos reach the upstream for the one tunnel, the probe's and the client's;
+    they differ in nothing but what each connection draws afresh, and in every such part. The page passes, no line."""
+    genuine, forger = servers(pki, closing)
+    policy = Recording()
+    icpt = closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, policy))
+    proxy = start(start_proxy, tmp_path, pki, "block")
+    ran = CLIENTS[client](proxy, icpt.port)
+    assert PAGE in ran.stdout, f"{client}: no page through a genuine upstream: {ran}; lines {read_alert_lines(proxy.alert_log)}"
+    assert read_alert_lines(proxy.alert_log, icpt.port) == []
+    messages = [hello.message for hello, _ in policy.hellos]
+    assert len(messages) == 2, f"{client}: expected the probe's and the client's hello, got {len(messages)}"
+    permutes = client == "chrome"   # Chrome permutes its extensions per connection; edge101 is Chrome 101, before that
+    problems = differences(messages[0], messages[1], permutes) + differences(messages[1], messages[0], permutes)
+    assert problems == [], f"{client}: the probe's hello differs from the client's: {sorted(set(problems))}"
+
+
+def _grease(hello):
+    return any(s in GREASE for s in hello.raw.suites) or any(t in GREASE for t, _ in hello.raw.extensions)
+
+
+def _ext(hello, t):
+    return any(et == t for et, _ in hello.raw.extensions)
+
+
+FORGE_BY = {
+    "grease": _grease,
+    "compress_certificate": lambda h: _ext(h, 27),
+    "post_quantum_group": lambda h: 0x11ec in [g for g, _ in h.raw.key_shares()],
+    "two_key_shares": lambda h: len([g for g, _ in h.raw.key_shares() if g not in GREASE]) >= 2,
+    "extension_order": lambda h: [t for t, _ in h.raw.extensions if t not in GREASE][:1] != [0],
+    "ja4_or_length": None,   # learnt from the client's own first hello, below
+}
+
+
+@pytest.mark.parametrize("action", ["block", "alert"])
+@pytest.mark.parametrize("client", sorted(CLIENTS))
+def test_no_interceptor_tells_the_probe_from_the_client(start_proxy, tmp_path, pki, closing, client, action):
+    """Each interceptor forges the connections its rule picks. For every rule and client: when the client's
+    connection was forged, it is caught (under block no page reaches the client; a line under either action); when
+    no connection was forged, the page passes with no line."""
+    genuine, forger = servers(pki, closing)
+    proxy = start(start_proxy, tmp_path, pki, action)
+    learn = Recording()
+    icpt = closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, learn))
+    first = CLIENTS[client](proxy, icpt.port)
+    assert PAGE in first.stdout, f"{client}: {first}"
+    seen = learn.hellos[-1][0]
+    rules = dict(FORGE_BY, ja4_or_length=lambda h: h.ja4() == seen.ja4() and len(h.message) == len(seen.message))
+    for name, rule in rules.items():
+        policy = Recording(rule)
+        icpt = closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, policy))
+        ran = CLIENTS[client](proxy, icpt.port)
+        forged = [choice == "forger" for _, choice in policy.hellos]
+        if not any(forged):
+            assert PAGE in ran.stdout, f"{client}/{name}: no page with nothing forged: {ran}"
+            assert read_alert_lines(proxy.alert_log, icpt.port) == [], f"{client}/{name}: a line with nothing forged"
+            continue
+        lines = wait_alert_lines(proxy.alert_log, icpt.port, 1, timeout=4)
+        assert lines, f"{client}/{name}: forged {forged}, no alert line; client {ran}"
+        assert {l["event"]["reason"] for l in lines} <= {"root_mismatch", "evidence_mismatch"}, (name, lines)
+        if action == "block":
+            assert PAGE not in ran.stdout, f"{client}/{name}: a forged page reached the client under block"
