@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates zlib1g-dev libbrotli-dev libzstd-dev
-TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin gnutls-bin
+TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin gnutls-bin chromium
 ARGS ?=
 # make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.
 FUZZ_TIME ?= 180
@@ -43,6 +43,9 @@ test-deps: deps
 	@python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml
 	@python3 -c 'import kubernetes_validate' 2>/dev/null || python3 -m pip install -q kubernetes-validate
 	@python3 -c 'import curl_cffi' 2>/dev/null || python3 -m pip install -q curl_cffi
+	@python3 -c 'import tlslite' 2>/dev/null || python3 -m pip install -q tlslite-ng
+	@python3 -c 'import brotli' 2>/dev/null || python3 -m pip install -q brotli
+	@python3 -c 'import zstandard' 2>/dev/null || python3 -m pip install -q zstandard
 
 build: deps
 	swift build -c release --product chainwatch

@@ -37,7 +37,7 @@ let package = Package(
         // (X25519MLKEM768 included), AEAD and hashes; OpenSSL's libcrypto for signature verification; Debian's
         // zlib, brotli and zstd for certificate decompression.
         .target(name: "ChainwatchCrypto", dependencies: [
-            "ChainwatchCore", "COpenSSL", "CZlib", "CBrotli", "CZstd", .product(name: "Crypto", package: "swift-crypto"),
+            "ChainwatchCore", "ChainwatchOpenSSL", "CZlib", "CBrotli", "CZstd", .product(name: "Crypto", package: "swift-crypto"),
         ]),
 
         // Thin owning wrappers.

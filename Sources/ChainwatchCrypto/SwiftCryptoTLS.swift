@@ -1,4 +1,5 @@
 public import ChainwatchCore
+import ChainwatchOpenSSL
 import Crypto
 import Foundation
 

@@ -306,13 +306,18 @@ class OpenSSLServer:
     def close(self):
         if self.proc.stdin:
             self.proc.stdin.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
+
+
+def stop_process(proc, timeout=5):
+    """Stops a process this test started, by its PID: SIGTERM, then SIGKILL after `timeout` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def make_chain(directory, name="localhost"):

@@ -5,10 +5,10 @@
 ///
 /// A choice is compared only where the probe offered what the client offered for it, because only then must the same
 /// server choose the same: the version when both sent the same supported_versions, the suite when both offered the
-/// same suites (signalling suites aside), the key-share group when both sent the same key shares and groups (OpenSSL
-/// 3.0 sends one key share; a client that sends two, or a group OpenSSL lacks such as X25519MLKEM768, can get another
-/// group than the probe from a genuine server), the extension set in TLS 1.3 (fixed by the version) or when both
-/// offered the same extensions. Not compared at all: a resumed session (no certificate, extensions differ by design).
+/// same suites (signalling suites aside), the key-share group when both sent the same key shares and groups, the
+/// extension set in TLS 1.3 (fixed by the version) or when both offered the same extensions. The probe sends the
+/// client's own hello (`HelloMirror`), so for a tunnel every choice is compared; the conditions matter for a probe
+/// made by OpenSSL's client from an offer without a hello. Not compared at all: a resumed session (no certificate, extensions differ by design).
 public enum EvidenceAgreement {
     /// nil when the tunnel's ServerHello agrees with the probe's wherever both were asked the same; else what differs.
     public static func disagreement(tunnel: ServerHello, probe: ServerHello, client: ClientHello, probeClient: ClientHello) -> String? {

@@ -12,9 +12,11 @@
 /// signature's DER length varies). A genuine server that cut its flight into other records for the client than for
 /// the probe would differ; OpenSSL, BoringSSL, Go and rustls cut the same flight the same way every time.
 ///
-/// Cannot decide: a resumed session (no certificate), a client that offered an extension the probe cannot send
-/// (certificate compression above all: its server may compress for the client and not for the probe, which cannot;
-/// record_size_limit and application_settings change EncryptedExtensions), a server that pads records. Passes, by construction: a forged chain of exactly the
+/// Cannot decide: a resumed session (no certificate), a server that pads records, and a probe that did not send the
+/// client's hello (OpenSSL's client, for an offer made from no hello) when the client offered an extension the probe
+/// did not (certificate compression, record_size_limit, application_settings change what the server sends). The
+/// probe sends the client's own hello (`HelloMirror`), extensions and all, so for a tunnel's probe that last case
+/// does not arise: a server that compresses its certificate for the client compresses it for the probe. Passes, by construction: a forged chain of exactly the
 /// genuine chain's length, cut into the same records (a forger who knows this can re-sign until the DER lengths
 /// match; the probe's freshness is then what bounds it).
 public enum FlightAgreement {
@@ -57,9 +59,9 @@ public enum FlightAgreement {
     ///   - tunnel: the encrypted records the tunnel's server sent after its ServerHello, in order, as far as seen.
     ///   - tracking: how the tunnel's record walk stands (`.full` and `.invalidHeader` end it).
     ///   - flightEnded: no more records will be waited for (the flight's deadline passed, or the stream ended).
-    ///   - probeClientHello: the probe's own ClientHello: an extension the client offered and the probe could not
-    ///     (certificate compression, record_size_limit, application_settings, delegated credentials, ...) can change
-    ///     what the server sends the client, so the flights are then not compared.
+    ///   - probeClientHello: the probe's own ClientHello: an extension the client offered and the probe did not (a
+    ///     probe made by OpenSSL's client) can change what the server sends the client, so the flights are then not
+    ///     compared.
     public static func compare(tunnel: [EncryptedRecord], tracking: EncryptedRecordTracking, flightEnded: Bool,
                                probe: ProbeFlight, serverHello: ServerHello, clientHello: ClientHello,
                                probeClientHello: ClientHello) -> Outcome {

@@ -197,10 +197,15 @@ public struct ProbeClient {
         } catch { throw .malformed(error) }
         let suite = parsed.cipherSuite.rawValue
         guard offered.cipherSuites.contains(parsed.cipherSuite) else { throw .protocolViolation("the server chose suite \(parsed.cipherSuite), which was not offered") }
-        guard parsed.sessionID == sessionID else { throw .protocolViolation("the ServerHello does not echo the session id") }
 
         guard extensions.selectedVersion == 0x0304 else {
             guard !retried else { throw .protocolViolation("a TLS 1.2 ServerHello after a HelloRetryRequest") }
+            // Offered, but never negotiable below TLS 1.3: a TLS 1.3 suite (RFC 8446 §B.4), a signalling value
+            // (RFC 5746 §3.3, RFC 7507 §6) or GREASE (RFC 8701 §3). Read on, such a flight had no ServerKeyExchange to
+            // check and would be returned as proven.
+            guard !parsed.cipherSuite.isTLS13, suite != 0x00FF, suite != 0x5600, !isGREASE(suite) else {
+                throw .protocolViolation("the server chose suite \(parsed.cipherSuite) for TLS 1.2 or older")
+            }
             phase = .plaintext(PlaintextFlight(serverHello: message, version: parsed.version, suite: parsed.cipherSuite,
                                                clientRandom: Array(firstHello[6..<38]), serverRandom: parsed.random))
             return
@@ -209,6 +214,8 @@ public struct ProbeClient {
             throw .protocolViolation("the ServerHello's suite \(parsed.cipherSuite) is not a TLS 1.3 suite the HelloRetryRequest chose")
         }
         guard handshakeStart == handshake.count else { throw .protocolViolation("handshake bytes after the ServerHello in its record") }
+        // TLS 1.3 echoes the client's session id (a TLS 1.2 server names its own session).
+        guard parsed.sessionID == sessionID else { throw .protocolViolation("the ServerHello does not echo the session id") }
         let hash = TLSHashAlgorithm(suite: suite)
 
         if parsed.isHelloRetryRequest {

@@ -1,10 +1,14 @@
-import COpenSSL
+internal import COpenSSL
 
 /// TLS signature verification with OpenSSL's libcrypto: the public key of a DER certificate, checked against the
 /// SignatureScheme (RFC 8446 §4.2.3, and the TLS 1.2 rsa_pkcs1_sha1 and ecdsa_sha1) before it is used, so a key can
 /// only pass the schemes it can make: an RSA key no ECDSA scheme, a P-384 key no P-256 scheme, an rsaEncryption key
 /// no rsa_pss_pss scheme.
-enum SignatureVerifier {
+///
+/// The certificate comes from `DecodedCertificates`: the probe checks its server's CertificateVerify with the leaf,
+/// and the path validator then finds that leaf decoded (OpenSSL 3.0's decoding costs about as much as a signature
+/// check).
+public enum SignatureVerifier {
     /// What a scheme asks of the key and of the verification.
     private struct Scheme {
         /// The hash signed over (EdDSA: none, the key hashes the whole content itself).
@@ -56,9 +60,10 @@ enum SignatureVerifier {
 
     /// Whether `signature` over `content` verifies under the key of `certificateDER` with `scheme`. False for an
     /// unknown scheme, a key the scheme does not fit, an unreadable certificate. Leaves OpenSSL's error queue empty.
-    static func verify(scheme code: UInt16, certificateDER: [UInt8], content: [UInt8], signature: [UInt8]) -> Bool {
+    public static func verify(scheme code: UInt16, certificateDER: [UInt8], content: [UInt8], signature: [UInt8],
+                              certificates: DecodedCertificates = .shared) -> Bool {
         defer { ERR_clear_error() }
-        guard let scheme = Scheme(code), let certificate = OwnedX509(der: certificateDER),
+        guard let scheme = Scheme(code), let certificate = try? certificates.certificate(der: certificateDER),
               let key = X509_get0_pubkey(certificate.raw),  // borrowed from the certificate
               keyFits(key, scheme) else { return false }
         guard let context = EVP_MD_CTX_new() else { return false }
@@ -85,26 +90,4 @@ enum SignatureVerifier {
         guard EVP_PKEY_get_group_name(key, &name, name.count, &length) == 1 else { return false }
         return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) == curve
     }
-}
-
-/// A certificate decoded by `d2i_X509`. Owns one `X509 *`, freed with the wrapper.
-private final class OwnedX509 {
-    let raw: OpaquePointer
-
-    /// Nil unless `der` is exactly one certificate.
-    init?(der: [UInt8]) {
-        var consumed = 0
-        let parsed: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
-            guard let base = buffer.baseAddress else { return nil }
-            var cursor: UnsafePointer<UInt8>? = base
-            let x509 = d2i_X509(nil, &cursor, buffer.count)
-            if let cursor { consumed = cursor - base }
-            return x509
-        }
-        guard let parsed else { return nil }
-        raw = parsed
-        guard consumed == der.count else { return nil }  // deinit frees `raw`
-    }
-
-    deinit { X509_free(raw) }
 }
