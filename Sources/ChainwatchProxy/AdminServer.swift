@@ -159,11 +159,18 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         }
 
         m.family("chainwatch_verdicts_total", .counter,
-                 "Verdicts reported, by action (pass, alert, block), deciding reason (none for a pass) and evidence source (passive, probe, cache; none when no chain was judged).")
+                 "Verdicts reported, by action (pass, alert, block), deciding reason (none for a pass) and evidence source (passive, probe, cache, spot_check; none when no chain was judged).")
         let verdicts = inspector.verdicts.map { key, n in (labels: key.labels, n: n) }
         for (labels, n) in verdicts.sorted(by: { a, b in [a.labels.action, a.labels.reason, a.labels.evidence].lexicographicallyPrecedes([b.labels.action, b.labels.reason, b.labels.evidence]) }) {
             m.sample("chainwatch_verdicts_total", ["action": labels.action, "reason": labels.reason, "evidence": labels.evidence], n)
         }
+
+        let spot = inspector.spotChecker.totals
+        m.family("chainwatch_spot_checks_total", .counter,
+                 "Spot checks (probes of upstreams in use at random times, --spot-check-rate), by result: clean, finding (a line with evidence spot_check), failed (the probe got no chain).")
+        m.sample("chainwatch_spot_checks_total", ["result": "clean"], spot.clean)
+        m.sample("chainwatch_spot_checks_total", ["result": "finding"], spot.findings)
+        m.sample("chainwatch_spot_checks_total", ["result": "failed"], spot.failed)
 
         let probe = inspector.prober.counters
         let probeSizes = inspector.prober.sizes

@@ -11,6 +11,7 @@ extension ProxyConnection {
         facts.upstreamIP = connectedAddress.ip
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
                                           upstreamAddress: connectedAddress, client: clientAddress.addressBytes,
+                                          spotChecks: worker.spotChecks,
                                           holdLimit: worker.configuration.connectionLimits.holdLimit) { [weak self] event in
             self?.post(event)
         }

@@ -14,6 +14,8 @@ final class Worker: @unchecked Sendable {
     let destinations: DestinationPolicy
     let stats: ProxyStats
     let inspector: Inspector
+    /// This loop's spot-check timers (`SpotChecker`).
+    let spotChecks: SpotCheckTimers
     let logger: Logger
     private var listener: Listener?
     private var tunnels: [UInt64: ProxyConnection] = [:]
@@ -32,6 +34,7 @@ final class Worker: @unchecked Sendable {
         destinations = configuration.destinationPolicy
         self.stats = stats
         self.inspector = inspector
+        spotChecks = SpotCheckTimers(loop: loop)
         var logger = logger
         logger[metadataKey: "loop"] = "\(index)"
         self.logger = logger
@@ -95,6 +98,7 @@ final class Worker: @unchecked Sendable {
     /// The grace period is over: closes every connection still open (each writes its access line, `shutdown`), then
     /// stops the loop.
     func closeAll() {
+        spotChecks.cancelAll()
         for tunnel in Array(tunnels.values) { tunnel.closeAtShutdown() }
         loop.stop()
     }
@@ -102,6 +106,7 @@ final class Worker: @unchecked Sendable {
     /// Stops accepting; the loop ends when its last tunnel closes (or when the server's grace period ends).
     func beginDrain() {
         draining = true
+        spotChecks.cancelAll()
         beat?.cancel()
         beat = nil
         listener?.close()

@@ -68,6 +68,10 @@ struct Run: ParsableCommand {
             help: "Probe handshakes in flight at once, process-wide; more wait in line, and one that has waited longer than --probe-timeout when a slot frees fails (probe_failed). With 16 or more, one client address may have a quarter of them in flight or waiting; past that its next new probe fails at once.")
     var maxProbes = 256
 
+    @Option(name: .customLong("spot-check-rate"),
+            help: "Spot checks a second per upstream in use (a tunnel relied on its TLS 1.3 probe in the last 30 s): probes made afresh at random times, with the mirrored hello of a recent client, and judged like a tunnel's (evidence spot_check). A forger who forges every connection for t seconds of use goes unseen with probability e^(-rate*t): 0.7 % after 20 s at the default. 0 turns them off.")
+    var spotCheckRate = SpotChecker.defaultRate
+
     @Option(name: .customLong("large-handshake-memory"),
             help: "MiB all tunnels and probes may hold at once for server handshake messages over 224 KiB (Certificate messages up to the protocol's 16 MiB; real chains stop near 210 KB). One that finds no room is oversized_handshake (under block: the client gets nothing). 0 reads none.")
     var largeHandshakeMemory = Inspector.defaultLargeHandshakeMemory >> 20
@@ -127,6 +131,7 @@ struct Run: ParsableCommand {
         for c in denyDestination where CIDR(c) == nil { throw ValidationError("--deny-destination: \(c) is not a CIDR network") }
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard maxProbes >= 1 else { throw ValidationError("--max-probes must be at least 1") }
+        guard spotCheckRate >= 0, spotCheckRate <= 100 else { throw ValidationError("--spot-check-rate must be between 0 and 100") }
         guard (0...65_536).contains(largeHandshakeMemory) else { throw ValidationError("--large-handshake-memory must be 0 to 65536 (MiB)") }
         guard (1...65_536).contains(cacheMemory) else { throw ValidationError("--cache-memory must be 1 to 65536 (MiB)") }
         guard admin == "off" || SocketAddress(numeric: admin) != nil else { throw ValidationError("--admin: \(admin) is not ADDR:PORT, [V6]:PORT or off") }
@@ -171,7 +176,8 @@ struct Run: ParsableCommand {
             let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxBytes: cacheMemory << 19,
                                 maxInFlight: min(maxProbes, maxConnections), largeHandshakes: largeHandshakes)
             let known = try intermediates.map { try certificates(inPEMFile: $0, option: "--intermediates") } ?? []
-            inspector = Inspector(policies: reloader.store, cache: cache, prober: prober, alerts: alerts, accessLog: access, logger: logger,
+            inspector = Inspector(policies: reloader.store, cache: cache, prober: prober,
+                                  spotChecker: SpotChecker(ratePerSecond: spotCheckRate), alerts: alerts, accessLog: access, logger: logger,
                                   intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: threads),
                                   largeHandshakes: largeHandshakes)
         } catch {

@@ -133,6 +133,17 @@ import Testing
         #expect(throws: ProbeClientError.self) { _ = try feed(&probe, Self.serverHelloRecord + flight, chunk: 1 << 20) }
     }
 
+    @Test func aTLS12ServerHelloWithATLS13SuiteIsRefused() throws {
+        // Without the refusal the flight would be read as an RSA key exchange, which has no signature to check, and
+        // pass as proven (found by FuzzProbeClient's invariant).
+        var probe = try client()
+        let body: [UInt8] = [3, 3] + [UInt8](repeating: 7, count: 32) + [0] + [0x13, 0x01] + [0]
+        let record: [UInt8] = [22, 3, 3, 0, UInt8(body.count + 4), 2, 0, 0, UInt8(body.count)] + body
+        #expect(throws: ProbeClientError.protocolViolation("the server chose suite TLS_AES_128_GCM_SHA256 for TLS 1.2 or older")) {
+            _ = try probe.receive(record)
+        }
+    }
+
     @Test func aServerAlertIsTheFailure() throws {
         var probe = try client()
         #expect(throws: ProbeClientError.alert(40)) { _ = try probe.receive([21, 3, 3, 0, 2, 2, 40]) }

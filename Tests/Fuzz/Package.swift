@@ -17,6 +17,8 @@ let package = Package(
         .target(name: "FuzzSupport", dependencies: [core]),
         .executableTarget(name: "FuzzTLSObserver", dependencies: [core, "FuzzSupport"]),
         .executableTarget(name: "FuzzHandshakeWatch", dependencies: [core, "FuzzSupport"]),
+        // ProbeClient with a deterministic stand-in TLSCrypto (Sources/FuzzProbeClient/StandInCrypto.swift).
+        .executableTarget(name: "FuzzProbeClient", dependencies: [core, "FuzzSupport"]),
         .executableTarget(name: "FuzzRequestHead", dependencies: [core, "FuzzSupport"]),
         .executableTarget(name: "FuzzResponseHead", dependencies: [core, "FuzzSupport"]),
         .executableTarget(name: "FuzzBodyScanner", dependencies: [core, "FuzzSupport"]),

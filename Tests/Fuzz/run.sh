@@ -13,8 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-ALL=(FuzzTLSObserver FuzzHandshakeWatch FuzzRequestHead FuzzResponseHead FuzzBodyScanner FuzzPolicyLoader FuzzHostsFile)
-declare -A DICT=([FuzzTLSObserver]=tls [FuzzHandshakeWatch]=tls [FuzzRequestHead]=http [FuzzResponseHead]=http
+ALL=(FuzzTLSObserver FuzzHandshakeWatch FuzzProbeClient FuzzRequestHead FuzzResponseHead FuzzBodyScanner FuzzPolicyLoader FuzzHostsFile)
+declare -A DICT=([FuzzTLSObserver]=tls [FuzzHandshakeWatch]=tls [FuzzProbeClient]=FuzzProbeClient [FuzzRequestHead]=http [FuzzResponseHead]=http
                  [FuzzBodyScanner]=http [FuzzPolicyLoader]=policy)
 # Longest input generated (libFuzzer's default is the longest seed, at least 4096): smaller where a few lines or
 # messages reach every path, so the executions go further.

@@ -9,12 +9,13 @@ behind interceptor.py, which records every hello and picks a backend per connect
 
 1. The probe's hello against the client's, field by field (hello_compare.py, written apart from chainwatch's code).
 2. Interceptors that forge by what a browser's hello has and a library probe's had not (GREASE, certificate
-   compression, a post-quantum group, two key shares), by extension order, by JA4 and by the hello's length: the
+   compression, a post-quantum group, two key shares), by extension order, by JA3, by JA4 and the hello's length: the
    probe is forged exactly when the client is, so every forgery is caught (under block no page; a line either way)
    and every spared client passes with no line.
 
 Run alone: make e2e ARGS="-k probe_is_the_client".
 """
+import hashlib
 import shutil
 import socket
 import sys
@@ -187,8 +188,21 @@ FORGE_BY = {
     "post_quantum_group": lambda h: 0x11ec in [g for g, _ in h.raw.key_shares()],
     "two_key_shares": lambda h: len([g for g, _ in h.raw.key_shares() if g not in GREASE]) >= 2,
     "extension_order": lambda h: [t for t, _ in h.raw.extensions if t not in GREASE][:1] != [0],
-    "ja4_or_length": None,   # learnt from the client's own first hello, below
+    "ja3": None,             # learnt from the client's own first hello, below
+    "ja4_and_length": None,
 }
+
+
+def ja3(hello):
+    """JA3 (Salesforce): version, suites, extensions in order, groups, point formats; GREASE left out; MD5."""
+    raw = hello.raw
+    formats = raw.ext(11) or b"\x00"
+    fields = [str(int.from_bytes(raw.legacy_version, "big")),
+              "-".join(str(c) for c in raw.suites if c not in GREASE),
+              "-".join(str(t) for t, _ in raw.extensions if t not in GREASE),
+              "-".join(str(g) for g in hello.groups),
+              "-".join(str(b) for b in formats[1:1 + formats[0]])]
+    return hashlib.md5(",".join(fields).encode()).hexdigest()
 
 
 @pytest.mark.parametrize("action", ["block", "alert"])
@@ -204,7 +218,8 @@ def test_no_interceptor_tells_the_probe_from_the_client(start_proxy, tmp_path, p
     first = CLIENTS[client](proxy, icpt.port)
     assert PAGE in first.stdout, f"{client}: {first}"
     seen = learn.hellos[-1][0]
-    rules = dict(FORGE_BY, ja4_or_length=lambda h: h.ja4() == seen.ja4() and len(h.message) == len(seen.message))
+    rules = dict(FORGE_BY, ja3=lambda h: ja3(h) == ja3(seen),
+                 ja4_and_length=lambda h: h.ja4() == seen.ja4() and len(h.message) == len(seen.message))
     for name, rule in rules.items():
         policy = Recording(rule)
         icpt = closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, policy))

@@ -95,14 +95,60 @@ rsa_key() { openssl genpkey -algorithm RSA -pkeyopt "rsa_keygen_bits:$2" -out "$
 # sign ISSUER NAME SUBJECT EXTENSIONS [START END [MD]]: NAME.key -> NAME.pem, signed by ISSUER
 # (ISSUER == NAME: self-signed root).
 sign() {
-    local issuer=$1 name=$2 subject=$3 ext=$4 start=${5:-$START} end=${6:-$END} md=${7:-sha256}
-    openssl req -new -key "$out/$name.key" -subj "$subject" -out "$work/$name.csr" 2>/dev/null
+    openssl req -new -key "$out/$2.key" -subj "$3" -out "$work/$2.csr" 2>/dev/null
+    issue "$1" "$2" "${@:4}"
+}
+
+# issue ISSUER NAME EXTENSIONS [START END [MD]]: the signing half of `sign`, from the request it left in $work/NAME.csr.
+issue() {
+    local issuer=$1 name=$2 ext=$3 start=${4:-$START} end=${5:-$END} md=${6:-sha256}
     local signer=(-cert "$out/$issuer.pem" -keyfile "$out/$issuer.key")
     if [[ $issuer == "$name" ]]; then signer=(-selfsign -keyfile "$out/$name.key"); ca_state "$name" 01; fi
     CA_DIR="$work/$issuer" SAN="${SAN:-DNS:unused.invalid}" openssl ca -batch -notext -config "$work/ca.cnf" \
         "${signer[@]}" -in "$work/$name.csr" -out "$out/$name.pem" \
         -extensions "$ext" -startdate "$start" -enddate "$end" -md "$md" 2>"$work/$name.err" \
         || { cat "$work/$name.err" >&2; exit 1; }
+}
+
+# der NAME: sets der_len (bytes of NAME.pem's DER) and tbs_len (bytes of its TBSCertificate, header included).
+der() {
+    sed '/-----/d' "$out/$1.pem" | base64 -d > "$work/der"
+    der_len=$(wc -c < "$work/der")
+    local b
+    read -ra b < <(od -An -tu1 -j4 -N4 "$work/der")
+    case ${b[1]} in
+        129) tbs_len=$((3 + b[2])) ;;
+        130) tbs_len=$((4 + b[2] * 256 + b[3])) ;;
+        *)   tbs_len=$((2 + b[1])) ;;
+    esac
+}
+
+# Tries (signatures, ~30 ms each) `sign_matched` makes per certificate before it fails. An ECDSA P-256 signature's DER
+# is 72, 71 or 70 bytes with odds ~1/4, 1/2, 1/4: a few tries. ~1 in 512 is 69 bytes: matching a genuine certificate
+# with such a signature takes ~512 tries (~15 s), and 2000 tries miss 2% of the time, so ~1 run in 8000 fails (loudly).
+MAKE_PKI_MATCH_TRIES=${MAKE_PKI_MATCH_TRIES:-2000}
+
+# sign_matched GENUINE ISSUER NAME SUBJECT EXTENSIONS [ISSUER_SERIAL]: a new NAME.key, and NAME.pem signed like `sign`
+# (ISSUER's `openssl ca` database reset to ISSUER_SERIAL before each try, so NAME gets the same serial every time), re-signed
+# until its DER is exactly as long as GENUINE.pem's. ECDSA signatures are randomised, so their DER length varies: a new
+# signature changes the length. A TBSCertificate of another length (a key encoded otherwise) takes a new key instead.
+# Fails the script, removing NAME.pem, after MAKE_PKI_MATCH_TRIES tries: never a chain whose lengths silently differ.
+sign_matched() {
+    local genuine=$1 issuer=$2 name=$3 subject=$4 ext=$5 serial=${6:-} want want_tbs try csr=new
+    der "$genuine"; want=$der_len; want_tbs=$tbs_len
+    ec_key "$name"
+    for ((try = 1; try <= MAKE_PKI_MATCH_TRIES; try++)); do
+        if [[ -n $serial ]]; then ca_state "$issuer" "$serial"; fi
+        if [[ $csr == new ]]; then sign "$issuer" "$name" "$subject" "$ext"; csr=made; else issue "$issuer" "$name" "$ext"; fi
+        der "$name"
+        if [[ $der_len == "$want" ]]; then return 0; fi
+        # Same TBSCertificate length: only the signature's differs, and the next one may fix it. Otherwise a new key.
+        if [[ $tbs_len != "$want_tbs" ]]; then ec_key "$name"; csr=new; fi
+    done
+    rm -f "$out/$name.pem"
+    echo "make-pki: FAILED: $name.pem: no DER length of $want bytes (that of $genuine.pem) in $MAKE_PKI_MATCH_TRIES tries" \
+         "(last: $der_len bytes, TBSCertificate $tbs_len bytes, $genuine's $want_tbs)" >&2
+    exit 1
 }
 
 # server NAME ISSUER_CHAIN...: writes NAME.chain.pem and NAME.fullchain.pem.
@@ -165,6 +211,14 @@ ec_key attacker
 SAN="DNS:genuine.test,IP:127.0.0.1" sign attacker-intermediate attacker "$O/CN=genuine.test" v3_leaf
 bundle attacker attacker-intermediate
 
+# matched: the attacker chain again (subjects, serials, validity, extensions and key types of the genuine chain, other
+# keys), each certificate's DER exactly as long as the genuine one's: a TLS 1.3 forged flight record-for-record the genuine
+# one's length. Issuers first: the root, then the intermediate it signs, then the leaf.
+sign_matched genuine-root matched-root matched-root "$O/CN=Chainwatch Test Root" v3_root
+sign_matched genuine-intermediate matched-root matched-intermediate "$O/CN=Chainwatch Test Intermediate" v3_intermediate 1000
+SAN="DNS:genuine.test,IP:127.0.0.1" sign_matched genuine matched-intermediate matched "$O/CN=genuine.test" v3_leaf 2000
+bundle matched matched-intermediate
+
 # selfsigned: a private CA that directly signs the server's leaf (trusted only through that CA).
 ec_key private-ca; sign private-ca private-ca "$O/CN=Chainwatch Private CA" v3_root
 ca_state private-ca 4000
@@ -196,6 +250,7 @@ cat > "$out/README.md" <<'MD'
 | genuine-intermediate | "Chainwatch Test Intermediate" | P-256 | genuine-root |
 | genuine-intermediate-b | "Chainwatch Test Intermediate B" | P-256 | genuine-root |
 | attacker-root / attacker-intermediate | same subjects and serials as the genuine ones, other keys | P-256 | attacker-root |
+| matched-root / matched-intermediate | same subjects and serials as the genuine ones, other keys, each DER as long as the genuine one's | P-256 | matched-root |
 | private-ca | "Chainwatch Private CA" | P-256 | self |
 | genuine | genuine.test, IP 127.0.0.1 | P-256 | genuine-intermediate |
 | rekeyed | genuine.test, new key, same subject | P-256 | genuine-intermediate |
@@ -205,6 +260,7 @@ cat > "$out/README.md" <<'MD'
 | weak-sha1 | genuine.test, signed ecdsa-with-SHA1 | P-256 | genuine-intermediate |
 | other-intermediate | genuine.test | P-256 | genuine-intermediate-b |
 | attacker | genuine.test | P-256 | attacker-intermediate |
+| matched | genuine.test; the attacker chain with the genuine DER lengths: a TLS 1.3 forged flight record-for-record the genuine one's length | P-256 | matched-intermediate |
 | selfsigned | private.test | P-256 | private-ca |
 
 Validity 2020-01-01T00:00:00Z..2040-01-01T00:00:00Z unless stated.

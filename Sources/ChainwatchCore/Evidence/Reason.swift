@@ -71,4 +71,7 @@ public enum EvidenceSource: String, Sendable, Hashable, Codable {
     case probe
     /// A verdict cached from earlier evidence.
     case cache
+    /// Read from a spot check: chainwatch's probe of an upstream in use, at a time no tunnel asked for
+    /// (`SpotCheckSchedule`).
+    case spotCheck = "spot_check"
 }

@@ -11,6 +11,8 @@ public final class Inspector: Sendable {
     public let policies: PolicyStore
     public let cache: VerdictCache
     public let prober: Prober
+    /// Probes of upstreams in use at times no tunnel asks for (`--spot-check-rate`).
+    public let spotChecker: SpotChecker
     public let alerts: AlertWriter
     /// The access log (`--access-log`): a line per tunnel and plain-HTTP request as it ends.
     public let accessLog: AlertWriter?
@@ -52,7 +54,8 @@ public final class Inspector: Sendable {
     /// does not see the Swift runtime's reference counts, reported as a race).
     public var verdicts: [VerdictKey: Int] { verdictCounts.withLock { Dictionary(uniqueKeysWithValues: $0.map { ($0.key, $0.value) }) } }
 
-    public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober, alerts: AlertWriter,
+    public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober,
+                spotChecker: SpotChecker = SpotChecker(), alerts: AlertWriter,
                 accessLog: AlertWriter? = nil, logger: Logger,
                 observer: Observer = Observer(hostname: ProcessInfo.processInfo.hostName),
                 intermediates: IntermediatePool = IntermediatePool(),
@@ -65,6 +68,7 @@ public final class Inspector: Sendable {
         self.policies = policies
         self.cache = cache
         self.prober = prober
+        self.spotChecker = spotChecker
         self.alerts = alerts
         self.accessLog = accessLog
         self.logger = logger

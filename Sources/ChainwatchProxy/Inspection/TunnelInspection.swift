@@ -13,6 +13,8 @@ final class TunnelInspection {
     private let upstreamAddress: SocketAddress
     /// The client's address, whose share of the probe line its tunnel's probes use (`Prober.maxPerClient`).
     private let client: [UInt8]
+    /// This loop's spot-check timers: a tunnel that relies on a probe tells the spot checker.
+    private let spotChecks: SpotCheckTimers
     private var machine: InspectionMachine
     private var timers: [InspectionMachine.Deadline: Timer] = [:]
     /// Tells the connection's machine what the inspection's machine says (it holds the connection weakly: a probe may
@@ -22,8 +24,10 @@ final class TunnelInspection {
     private let resources: Resources
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
-         client: [UInt8], holdLimit: Int, tellConnection: @escaping (ConnectionMachine.Event) -> Void) {
+         client: [UInt8], spotChecks: SpotCheckTimers, holdLimit: Int,
+         tellConnection: @escaping (ConnectionMachine.Event) -> Void) {
         self.client = client
+        self.spotChecks = spotChecks
         self.inspector = inspector
         self.snapshot = snapshot
         self.loop = loop
@@ -63,6 +67,10 @@ final class TunnelInspection {
             let key = ProbeKey(address: upstreamAddress, offer: offer)
             if fresh { inspector.prober.invalidate(key) }
             inspector.prober.probe(key, client: client, on: loop) { [self] result in   // keeps the inspection alive until it answers
+                if case .success = result {
+                    inspector.spotChecker.used(key, context: .init(rule: machine.rule, snapshot: snapshot, facts: machine.facts),
+                                               inspector: inspector, timers: spotChecks)
+                }
                 let answer: InspectionMachine.ProbeAnswer = switch result {
                 case .success(let probe): .success(probe)
                 case .failure(let reason): .failure(reason)

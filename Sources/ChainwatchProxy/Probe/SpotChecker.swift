@@ -1,0 +1,150 @@
+import ChainwatchCore
+import ChainwatchEventLoop
+import ChainwatchLock
+import Glibc
+import Synchronization
+
+/// Carries out the spot checks `SpotCheckSchedule` decides: one schedule for the process (a key used on two loops is
+/// checked at the rate once), each check's timer on the loop of the tunnel that armed it (`SpotCheckTimers`). A check
+/// probes the key afresh with the mirrored hello of the tunnel that used it last (`ProbeKey.offer.template`), so it
+/// looks like one more connection of that client, and judges the chain it gets under that tunnel's rule. A chain that
+/// fails is a finding like a tunnel's, with the evidence `spot_check`: an alert line, and under `block` the upstream
+/// marked known-bad (`KnownBadRule`). The fresh result replaces the cached one, so later tunnels are compared with it.
+/// Thread-safe.
+public final class SpotChecker: Sendable {
+    /// What a check judges its chain under: the rule, policy and facts of the last tunnel that used the key.
+    struct Context: Sendable {
+        var rule: Rule
+        var snapshot: PolicySnapshot
+        var facts: ConnectionFacts
+    }
+
+    public let ratePerSecond: Double
+    private let schedule: Lock<SpotCheckSchedule<ProbeKey>>
+    /// Counters for /metrics: checks started, and how they ended.
+    private let counters = Lock(Counters())
+    struct Counters: Sendable {
+        var started = 0
+        var clean = 0
+        var findings = 0
+        var failed = 0
+    }
+
+    /// `--spot-check-rate`'s default: a forger who forges every connection for 20 s of use goes unseen with
+    /// probability e^(−0.25·20) < 0.7 %.
+    public static let defaultRate = 0.25
+
+    public init(ratePerSecond: Double = defaultRate, inUseMilliseconds: Int64 = 30_000) {
+        self.ratePerSecond = max(0, ratePerSecond)
+        schedule = Lock(SpotCheckSchedule(settings: .init(ratePerSecond: ratePerSecond, inUseMilliseconds: inUseMilliseconds)))
+    }
+
+    /// (started, clean, with a finding, failed to probe), for /metrics.
+    var totals: Counters { counters.withLock { $0 } }
+
+    /// An exponential draw with mean 1 / rate, in milliseconds.
+    private func delay() -> Int64 {
+        guard ratePerSecond > 0 else { return .max }
+        let uniform = Double.random(in: Double.ulpOfOne..<1)
+        return Int64(min(3_600_000, -log(uniform) / ratePerSecond * 1000))
+    }
+
+    /// A tunnel relied on `key`'s probe (on `timers`' loop).
+    func used(_ key: ProbeKey, context: Context, inspector: Inspector, timers: SpotCheckTimers) {
+        guard ratePerSecond > 0, key.offer.template != nil else { return }
+        let now = timers.loop.cachedMilliseconds
+        let actions = schedule.withLock { $0.used(key, now: now, delay: delay()) }
+        timers.remember(key, context)
+        run(actions, inspector: inspector, timers: timers)
+    }
+
+    private func run(_ actions: [SpotCheckSchedule<ProbeKey>.Action], inspector: Inspector, timers: SpotCheckTimers) {
+        for action in actions {
+            switch action {
+            case .arm(let key, let milliseconds):
+                timers.arm(key, afterMilliseconds: milliseconds) { [self] in
+                    let next = schedule.withLock { $0.fired(key, now: timers.loop.cachedMilliseconds, delay: delay()) }
+                    if next.isEmpty { timers.forget(key) }
+                    run(next, inspector: inspector, timers: timers)
+                }
+            case .check(let key):
+                guard let context = timers.context(key) else { continue }
+                check(key, context: context, inspector: inspector, loop: timers.loop)
+            }
+        }
+    }
+
+    private func check(_ key: ProbeKey, context: Context, inspector: Inspector, loop: EventLoop) {
+        counters.withLock { $0.started += 1 }
+        inspector.prober.invalidate(key)
+        inspector.prober.probe(key, on: loop) { [self] result in
+            guard case .success(let probe) = result else {
+                counters.withLock { $0.failed += 1 }
+                return
+            }
+            var facts = context.facts
+            facts.probeJA4 = probe.ja4
+            inspector.judge(chain: probe.chainDER, stapled: probe.ocspResponse, digest: probe.chainDigest, rule: context.rule,
+                            snapshot: context.snapshot, tunnel: facts, source: .spotCheck,
+                            nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
+                var evidence = evidence
+                evidence.source = .spotCheck   // a cached verdict comes back as `cache`: it was this check's chain
+                guard verdict.deciding != nil else {
+                    counters.withLock { $0.clean += 1 }
+                    return
+                }
+                counters.withLock { $0.findings += 1 }
+                inspector.report(verdict, evidence: evidence, rule: context.rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds)
+                let leafKeyType = evidence.validation.presented.first?.keyType
+                let hello = try? ClientHello.parse(handshakeMessage: key.offer.template?.message ?? [])
+                if let finding = KnownBadRule.marking(verdict, facts: facts, leafKeyType: leafKeyType, clientHello: hello, largeChain: false) {
+                    inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
+                        finding: finding, ruleName: context.rule.name, rule: context.rule.identity, evidence: evidence.withNames(),
+                        expires: loop.cachedMilliseconds + inspector.cache.knownBadMilliseconds,
+                        anchors: context.snapshot.anchorsGeneration))
+                }
+            }
+        }
+    }
+}
+
+/// One loop's spot-check timers and the context each check judges under. Loop-confined (its worker's loop).
+final class SpotCheckTimers {
+    let loop: EventLoop
+    private var timers: [ProbeKey: Timer] = [:]
+    private var contexts: [ProbeKey: SpotChecker.Context] = [:]
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    func remember(_ key: ProbeKey, _ context: SpotChecker.Context) {
+        guard timers[key] != nil || contexts[key] != nil || contexts.count < 4_096 else { return }
+        contexts[key] = context
+    }
+
+    func context(_ key: ProbeKey) -> SpotChecker.Context? { contexts[key] }
+
+    /// Calls `action` after `milliseconds`. A key's timer is made once and scheduled again (never freed from its own
+    /// callback), so `action` must be the same for every call with one key.
+    func arm(_ key: ProbeKey, afterMilliseconds milliseconds: Int64, _ action: @escaping () -> Void) {
+        if let timer = timers[key] {
+            timer.schedule(milliseconds: Int(min(milliseconds, Int64(Int32.max))))
+            return
+        }
+        let timer = Timer(loop: loop, action: action)
+        timers[key] = timer
+        timer.schedule(milliseconds: Int(min(milliseconds, Int64(Int32.max))))
+    }
+
+    func forget(_ key: ProbeKey) {
+        timers[key]?.cancel()
+        timers[key] = nil
+        contexts[key] = nil
+    }
+
+    /// At shutdown: no check starts any more.
+    func cancelAll() {
+        for timer in timers.values { timer.cancel() }
+        timers = [:]
+        contexts = [:]
+    }
+}

@@ -1,0 +1,91 @@
+"""Spot checks: an interceptor that behaves while chainwatch's probe is cached and then forges every connection, with
+a chain re-signed until its DER lengths are the genuine one's (make-pki.sh's `matched` chain), is caught by a probe
+it cannot tell from a client's connection, at a time it cannot foresee.
+
+Before spot checks (the control below, `--spot-check-rate 0`): every forged tunnel's ServerHello and encrypted flight
+matched the cached probe record for record, so every forged page passed under `block` with no line at all.
+
+Steady traffic through the proxy (curl, a fetch every 0.3 s) to an interceptor that sends connections to the genuine
+Python TLS 1.3 server, then, from a moment the test picks, to the forging one (same TLS stack and settings, the
+matched chain). The rate is raised to 2 a second to keep the test short; README gives the default's guarantee.
+
+Run alone: make e2e ARGS="-k spot_checks".
+"""
+import time
+
+from helpers import read_alert_lines
+from interceptor import Interceptor
+from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
+
+
+class ForgeFromNowOn:
+    """Genuine until `forge()` is called, then the forger for every connection (probe, spot check or tunnel alike)."""
+
+    def __init__(self):
+        self.forging = False
+
+    def forge(self):
+        self.forging = True
+
+    def __call__(self, index, hello):
+        return "forger" if self.forging else "genuine"
+
+
+def interception(pki, closing):
+    """The genuine server and the forging one (the matched chain), behind an interceptor that forges once told to."""
+    genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
+    forger = closing(threaded(pki / "matched.fullchain.pem", pki / "matched.key", blob=PAGE))
+    policy = ForgeFromNowOn()
+    return policy, closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, policy))
+
+
+def proxy(start_proxy, tmp_path, pki, rate):
+    """The pinned block rule of test_tls13_adversary, the matched chain's root trusted (an interception CA installed
+    on the machine): only the pins tell the chains apart."""
+    trusted = tmp_path / "interception-ca.pem"
+    trusted.write_text((pki / "matched-root.pem").read_text())
+    return start_proxy("--policy", str(pinned_policy(tmp_path, pki, "block")), "--hosts", str(hosts_file(tmp_path)),
+                       "--ca", str(trusted),
+                       "--probe-timeout", "2", "--grace", "1", "--spot-check-rate", str(rate))
+
+
+def steady_traffic(p, port, policy, forge_after=2.0, seconds=12.0, stop=lambda: False):
+    """A fetch every 0.3 s for `seconds`; the interceptor forges from `forge_after` on. Returns [(t, got page)]."""
+    fetched = []
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds and not stop():
+        if time.monotonic() - t0 >= forge_after:
+            policy.forge()
+        ran = curl(p, port, path="/blob", max_time=4)
+        fetched.append((time.monotonic() - t0, PAGE in ran.stdout, policy.forging))
+        time.sleep(0.3)
+    return fetched
+
+
+def test_a_forger_that_waits_for_the_cached_probe_meets_a_spot_check(start_proxy, tmp_path, pki, closing):
+    policy, icpt = interception(pki, closing)
+    p = proxy(start_proxy, tmp_path, pki, 2)
+    spotted = lambda: any(l["chainwatch"].get("evidence") == "spot_check" for l in read_alert_lines(p.alert_log, icpt.port))
+    fetched = steady_traffic(p, icpt.port, policy, stop=spotted)
+    time.sleep(1.0)   # the line of a check in flight
+    lines = read_alert_lines(p.alert_log, icpt.port)
+    summary = [(l["event"]["reason"], l["chainwatch"].get("evidence")) for l in lines]
+    spot = [l for l in lines if l["chainwatch"].get("evidence") == "spot_check"]
+    assert spot, f"no spot check caught the forger; lines {summary}; fetches {fetched}"
+    assert spot[0]["event"]["reason"] == "root_mismatch" and spot[0]["event"]["action"] == "block", spot[0]
+    assert all(page for _, page, forging in fetched if not forging), f"a genuine page was refused: {fetched}"
+    forged_pages = sum(1 for _, page, forging in fetched if forging and page)
+    assert forged_pages <= 12, f"{forged_pages} forged pages passed before the check: {fetched}"
+    # The upstream is now marked known-bad: the next CONNECT is refused at once.
+    after = curl(p, icpt.port, "-w", "%{http_connect}", path="/blob")
+    assert PAGE not in after.stdout and b"403" in after.stdout, after
+
+
+def test_without_spot_checks_the_same_forger_goes_unseen(start_proxy, tmp_path, pki, closing):
+    """The control: the hole spot checks close. Forged tunnels match the cached probe, so pages pass, no line."""
+    policy, icpt = interception(pki, closing)
+    p = proxy(start_proxy, tmp_path, pki, 0)
+    fetched = steady_traffic(p, icpt.port, policy, seconds=5.0)
+    forged_pages = sum(1 for _, page, forging in fetched if forging and page)
+    assert forged_pages >= 5, f"expected the forger to pass unseen without spot checks: {fetched}"
+    assert read_alert_lines(p.alert_log, icpt.port) == []
