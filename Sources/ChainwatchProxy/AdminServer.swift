@@ -167,7 +167,7 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
 
         let spot = inspector.spotChecker.totals
         m.family("chainwatch_spot_checks_total", .counter,
-                 "Spot checks (probes of upstreams in use at random times, --spot-check-rate), by result: clean, finding (a line with evidence spot_check), failed (the probe got no chain).")
+                 "Spot checks (probes of upstreams in use at random times, --spot-check-rate), by result: clean (the cached chain again, or another that passes), finding (a line with evidence spot_check), failed (the probe got no chain).")
         m.sample("chainwatch_spot_checks_total", ["result": "clean"], spot.clean)
         m.sample("chainwatch_spot_checks_total", ["result": "finding"], spot.findings)
         m.sample("chainwatch_spot_checks_total", ["result": "failed"], spot.failed)

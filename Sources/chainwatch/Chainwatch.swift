@@ -69,7 +69,7 @@ struct Run: ParsableCommand {
     var maxProbes = 256
 
     @Option(name: .customLong("spot-check-rate"),
-            help: "Spot checks a second per upstream in use (a tunnel relied on its TLS 1.3 probe in the last 30 s): probes made afresh at random times, with the mirrored hello of a recent client, and judged like a tunnel's (evidence spot_check). A forger who forges every connection for t seconds of use goes unseen with probability e^(-rate*t): 0.7 % after 20 s at the default. 0 turns them off.")
+            help: "Spot checks a second per upstream in use (a tunnel relied on its cached TLS 1.3 probe in the last 30 s; at most one check per such tunnel): probes made afresh at random times, with the mirrored hello of a recent client; a chain other than the cached one is judged like a tunnel's (evidence spot_check). A forger who forges every connection for t seconds of use goes unseen with probability e^(-rate*t): 0.7 % after 20 s at the default. 0 turns them off.")
     var spotCheckRate = SpotChecker.defaultRate
 
     @Option(name: .customLong("large-handshake-memory"),

@@ -202,11 +202,10 @@ def test_certificate_compressing_server(start_proxy, tmp_path, pki, closing, cli
         with server.lock:
             new = server.sent[len(handshakes):]
         handshakes.extend(new)
-        # First contact: the probe's and the tunnel's handshakes; then the tunnel's alone (chromium may open more
-        # connections of its own, /favicon.ico).
+        # First contact: the probe's and the tunnel's handshakes; then the tunnel's. More may come: chromium's own
+        # connections (/favicon.ico), a fresh probe when a flight differed from the probe's, a spot check.
         expected = 2 if fetch == "first contact" else 1
-        assert len(new) == expected or (client == "chromium" and len(new) > expected), (
-            f"{client}, {fetch}: {len(new)} handshakes, expected {expected}; {server.errors}")
+        assert len(new) >= expected, f"{client}, {fetch}: {len(new)} handshakes, expected {expected}; {server.errors}"
         if client in BROWSERS:
             assert None not in new, f"{client}, {fetch}: the Certificate went uncompressed: {new}"
 

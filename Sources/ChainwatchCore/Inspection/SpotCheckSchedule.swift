@@ -2,7 +2,8 @@
 /// behaves while a probe is cached and then forges every connection (or every connection with no twin) meets a probe
 /// it took for a client. Pure: time and random draws are parameters.
 ///
-/// While a probe key (an upstream address and a hello shape) is in use, that is while a tunnel relied on it within
+/// While a probe key (an upstream address and a hello shape) is in use, that is while a tunnel relied on its cached
+/// probe (one made before the tunnel asked: a probe made for a tunnel is fresh evidence) within
 /// `inUseMilliseconds`, the checks come as a Poisson process of `ratePerSecond`: after each check (or the first use)
 /// the next one is armed after an exponentially distributed delay, which the caller draws (`delay`), with mean
 /// 1 / rate. A process without memory has no quiet moment to forge in: whatever the forger saw, the chance of a check

@@ -66,8 +66,11 @@ final class TunnelInspection {
         case .probe(let offer, let fresh):
             let key = ProbeKey(address: upstreamAddress, offer: offer)
             if fresh { inspector.prober.invalidate(key) }
+            // A tunnel covered by a probe made before it asked is what spot checks watch over; a probe made for this
+            // tunnel is fresh evidence already (a name visited once costs no check).
+            let cached = !fresh && inspector.prober.hasResult(for: key)
             inspector.prober.probe(key, client: client, on: loop) { [self] result in   // keeps the inspection alive until it answers
-                if case .success = result {
+                if cached, case .success = result {
                     inspector.spotChecker.used(key, context: .init(rule: machine.rule, snapshot: snapshot, facts: machine.facts),
                                                inspector: inspector, timers: spotChecks)
                 }

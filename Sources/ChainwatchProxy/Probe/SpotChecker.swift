@@ -7,9 +7,11 @@ import Synchronization
 /// Carries out the spot checks `SpotCheckSchedule` decides: one schedule for the process (a key used on two loops is
 /// checked at the rate once), each check's timer on the loop of the tunnel that armed it (`SpotCheckTimers`). A check
 /// probes the key afresh with the mirrored hello of the tunnel that used it last (`ProbeKey.offer.template`), so it
-/// looks like one more connection of that client, and judges the chain it gets under that tunnel's rule. A chain that
-/// fails is a finding like a tunnel's, with the evidence `spot_check`: an alert line, and under `block` the upstream
-/// marked known-bad (`KnownBadRule`). The fresh result replaces the cached one, so later tunnels are compared with it.
+/// looks like one more connection of that client. A chain other than the cached probe's is judged under that tunnel's
+/// rule, and one that fails is a finding like a tunnel's, with the evidence `spot_check`: an alert line, and under
+/// `block` the upstream marked known-bad (`KnownBadRule`). The same chain again is not judged nor reported: the tunnels
+/// it covers already report whatever it earns (a host whose chain always fails an `alert` rule gets no extra lines).
+/// The fresh result replaces the cached one, so later tunnels are compared with it.
 /// Thread-safe.
 public final class SpotChecker: Sendable {
     /// What a check judges its chain under: the rule, policy and facts of the last tunnel that used the key.
@@ -39,7 +41,7 @@ public final class SpotChecker: Sendable {
         schedule = Lock(SpotCheckSchedule(settings: .init(ratePerSecond: ratePerSecond, inUseMilliseconds: inUseMilliseconds)))
     }
 
-    /// (started, clean, with a finding, failed to probe), for /metrics.
+    /// (started, clean: the same chain again or one that passes, with a finding, failed to probe), for /metrics.
     var totals: Counters { counters.withLock { $0 } }
 
     /// An exponential draw with mean 1 / rate, in milliseconds.
@@ -76,10 +78,15 @@ public final class SpotChecker: Sendable {
 
     private func check(_ key: ProbeKey, context: Context, inspector: Inspector, loop: EventLoop) {
         counters.withLock { $0.started += 1 }
+        let cached = inspector.prober.cachedChainDigest(for: key)
         inspector.prober.invalidate(key)
         inspector.prober.probe(key, on: loop) { [self] result in
             guard case .success(let probe) = result else {
                 counters.withLock { $0.failed += 1 }
+                return
+            }
+            if let cached, cached == probe.chainDigest {
+                counters.withLock { $0.clean += 1 }   // the chain the tunnels were judged with
                 return
             }
             var facts = context.facts
