@@ -42,8 +42,17 @@ public struct SwiftCryptoTLS: TLSCrypto {
         try AEAD(suite: suite, key: key).open(nonce: nonce, additionalData: additionalData, ciphertext: ciphertext)
     }
 
+    /// ecdsa_secp256r1_sha256, the scheme of most servers' CertificateVerify, with BoringSSL's P-256 on the key read
+    /// from the certificate's DER (`CertificateKeyInfo`: no OpenSSL decoding, which the path validator does once
+    /// anyway); every other scheme with OpenSSL (`SignatureVerifier`). A key that is not P-256 fails the scheme.
     public func verify(scheme: UInt16, certificateDER: [UInt8], content: [UInt8], signature: [UInt8]) -> Bool {
-        SignatureVerifier.verify(scheme: scheme, certificateDER: certificateDER, content: content, signature: signature)
+        if scheme == 0x0403 {
+            guard let info = CertificateKeyInfo.subjectPublicKeyInfo(certificateDER),
+                  let key = try? P256.Signing.PublicKey(derRepresentation: info),
+                  let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: signature) else { return false }
+            return key.isValidSignature(ecdsa, for: SHA256.hash(data: content))
+        }
+        return SignatureVerifier.verify(scheme: scheme, certificateDER: certificateDER, content: content, signature: signature)
     }
 
     public func decompress(algorithm: UInt16, _ data: [UInt8], uncompressedLength: Int) throws(TLSCryptoError) -> [UInt8] {
