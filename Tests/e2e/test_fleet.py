@@ -103,10 +103,23 @@ def test_every_dashboard_query_names_an_exported_metric(start_proxy):
                                  "cache", "result", "sha256"}, label
 
 
-def test_the_prometheus_configuration_keeps_the_admin_port():
+def test_the_prometheus_configuration_scrapes_the_pods_admin_port_which_the_service_does_not_publish():
     config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
     job = config["scrape_configs"][0]
+    assert job["kubernetes_sd_configs"] == [{"role": "pod"}]
     keep = [r for r in job["relabel_configs"] if r.get("action") == "keep"][0]
+    pod = yaml.safe_load((KUBE / "deployment.yaml").read_text())["spec"]["template"]
+    assert keep["source_labels"] == ["__meta_kubernetes_pod_label_app_kubernetes_io_name", "__meta_kubernetes_pod_container_port_name"]
+    assert keep["regex"] == f"{pod['metadata']['labels']['app.kubernetes.io/name']};admin"
+    assert "admin" in [p["name"] for p in pod["spec"]["containers"][0]["ports"]]
     service = yaml.safe_load((KUBE / "service.yaml").read_text())
-    assert keep["regex"] == f"{service['metadata']['labels']['app.kubernetes.io/name']};admin"
-    assert "admin" in [p["name"] for p in service["spec"]["ports"]]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["proxy"]
+
+
+def test_the_pods_connection_cap_fits_its_memory_limit():
+    """About 0.7 MiB per tunnel held under block (bench: a hostile server's held bytes), plus the process."""
+    container = yaml.safe_load((KUBE / "deployment.yaml").read_text())["spec"]["template"]["spec"]["containers"][0]
+    cap = int(next(a.split("=", 1)[1] for a in container["args"] if a.startswith("--max-connections=")))
+    limit = container["resources"]["limits"]["memory"]
+    mib = int(limit[:-2]) * (1024 if limit.endswith("Gi") else 1)
+    assert cap * 0.7 + 64 <= mib, (cap, limit)

@@ -24,7 +24,7 @@ mkdir -p "$OUT/swift-libs"
 ldd "$BIN" | awk '$3 ~ /\/swift\// { print $3 }' | while read -r lib; do cp -L "$lib" "$OUT/swift-libs/"; done
 [ -n "$(ls "$OUT/swift-libs")" ] || echo "build-image.sh: no Swift runtime library linked (a static build?)" >&2
 mmdebstrap --variant=minbase \
-  --include=libevent-2.1-7,libevent-core-2.1-7,libevent-extra-2.1-7,libevent-openssl-2.1-7,libevent-pthreads-2.1-7,libssl3,ca-certificates,openssl,libstdc++6 \
+  --include=libevent-2.1-7,libevent-core-2.1-7,libevent-extra-2.1-7,libevent-openssl-2.1-7,libevent-pthreads-2.1-7,libssl3,libbrotli1,libzstd1,zlib1g,ca-certificates,openssl,libstdc++6 \
   --customize-hook='mkdir -p "$1/usr/local/lib/chainwatch" "$1/etc/chainwatch"' \
   --customize-hook="copy-in $BIN /usr/local/bin" \
   --customize-hook="sync-in $OUT/swift-libs /usr/local/lib/chainwatch" \
@@ -34,7 +34,7 @@ mmdebstrap --variant=minbase \
   bookworm "$OUT/rootfs.tar"
 podman import \
   --change 'ENTRYPOINT ["/usr/local/bin/chainwatch"]' \
-  --change 'CMD ["run", "--listen=0.0.0.0:3128", "--allow-client=127.0.0.0/8", "--allow-client=10.0.0.0/8", "--allow-client=172.16.0.0/12", "--allow-client=192.168.0.0/16", "--admin=0.0.0.0:9128", "--alert-log=-", "--policy=/etc/chainwatch/policy.yaml"]' \
+  --change 'CMD ["run", "--listen=0.0.0.0:3128", "--allow-client=127.0.0.0/8", "--allow-client=10.0.0.0/8", "--allow-client=172.16.0.0/12", "--allow-client=192.168.0.0/16", "--admin=127.0.0.1:9128", "--alert-log=-", "--policy=/etc/chainwatch/policy.yaml"]' \
   --change 'USER 65532:65532' \
   --change 'WORKDIR /tmp' \
   --change 'EXPOSE 3128' --change 'EXPOSE 9128' \
