@@ -7,7 +7,7 @@ ARGS ?=
 # make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.
 FUZZ_TIME ?= 180
 FUZZ_RUNS ?=
-FUZZ_SMOKE_TIME ?= 12
+FUZZ_SMOKE_TIME ?= 8
 # make image: the image's name, what builds and runs it, and podman's options (see deploy/README.md).
 IMAGE_DEPS := mmdebstrap podman
 IMAGE ?= localhost/chainwatch:$(shell .build/release/chainwatch --version 2>/dev/null || echo dev)
@@ -60,7 +60,7 @@ run: build
 test: test-deps build
 	swift test
 	CHAINWATCH_BIN=$(CURDIR)/.build/release/chainwatch CHAINWATCH_BENCH_BIN=$(CURDIR)/.build/release/chainwatch-bench \
-	  python3 -m pytest -q Tests/e2e
+	  python3 -m pytest -q --durations=15 Tests/e2e
 	$(MAKE) --no-print-directory fuzz-smoke
 
 unit: deps

@@ -251,9 +251,15 @@ def test_hello_retry_request_server(start_proxy, tmp_path, pki, closing, client)
     fetch_twice(start_proxy, tmp_path, pki, client, server.port, STATUS_PAGE, took_hrr)
 
 
+# One client of each signature_algorithms family (BoringSSL's Chrome, NSS's Firefox, Safari's, OpenSSL's curl): the
+# server picks its certificate by that list, and nothing else of the hello matters to these two servers. (The whole
+# matrix, all clients against all five servers, took two minutes of `make test`; it passed.)
+FAMILIES = ["chrome", "curl", "firefox", "safari"]
+
+
 # 4. RSA and ECDSA leaves on one server.
 
-@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("client", FAMILIES)
 def test_rsa_and_ecdsa_server(start_proxy, tmp_path, pki, rsa_leaf, closing, client):
     rsa_cert, rsa_key, _ = rsa_leaf
     server = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3",
@@ -263,7 +269,7 @@ def test_rsa_and_ecdsa_server(start_proxy, tmp_path, pki, rsa_leaf, closing, cli
 
 # 5. One connection at a time.
 
-@pytest.mark.parametrize("client", sorted(CLIENTS))
+@pytest.mark.parametrize("client", FAMILIES)
 def test_one_connection_at_a_time_server(start_proxy, tmp_path, pki, closing, client):
     server = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3"))
     fetch_twice(start_proxy, tmp_path, pki, client, server.port, STATUS_PAGE)
