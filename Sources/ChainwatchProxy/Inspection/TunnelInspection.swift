@@ -71,8 +71,8 @@ final class TunnelInspection {
             let cached = !fresh && inspector.prober.hasResult(for: key)
             inspector.prober.probe(key, client: client, on: loop) { [self] result in   // keeps the inspection alive until it answers
                 if cached, case .success = result {
-                    inspector.spotChecker.used(key, context: .init(rule: machine.rule, snapshot: snapshot, facts: machine.facts),
-                                               inspector: inspector, timers: spotChecks)
+                    let context = SpotChecker.Context(key: key, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
+                    inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
                 }
                 let answer: InspectionMachine.ProbeAnswer = switch result {
                 case .success(let probe): .success(probe)

@@ -14,8 +14,11 @@ import Synchronization
 /// The fresh result replaces the cached one, so later tunnels are compared with it.
 /// Thread-safe.
 public final class SpotChecker: Sendable {
-    /// What a check judges its chain under: the rule, policy and facts of the last tunnel that used the key.
+    /// What a check judges its chain under: the rule, policy and facts of the last tunnel that used the key, and that
+    /// tunnel's key itself (keys of one shape are equal, but each carries its own client's hello: the check mirrors the
+    /// latest).
     struct Context: Sendable {
+        var key: ProbeKey
         var rule: Rule
         var snapshot: PolicySnapshot
         var facts: ConnectionFacts
@@ -71,7 +74,7 @@ public final class SpotChecker: Sendable {
                 }
             case .check(let key):
                 guard let context = timers.context(key) else { continue }
-                check(key, context: context, inspector: inspector, loop: timers.loop)
+                check(context.key, context: context, inspector: inspector, loop: timers.loop)
             }
         }
     }
