@@ -44,12 +44,13 @@ public struct SwiftCryptoTLS: TLSCrypto {
 
     /// ecdsa_secp256r1_sha256, the scheme of most servers' CertificateVerify, with BoringSSL's P-256 on the key read
     /// from the certificate's DER (`CertificateKeyInfo`: no OpenSSL decoding, which the path validator does once
-    /// anyway); every other scheme with OpenSSL (`SignatureVerifier`). A key that is not P-256 fails the scheme.
+    /// anyway); every other scheme with OpenSSL (`SignatureVerifier`). What BoringSSL cannot read (a key or signature
+    /// encoding it refuses: explicit curve parameters, say) goes to OpenSSL too, so an unusual but genuine server
+    /// is never refused for the reader; a signature BoringSSL read and found wrong is wrong.
     public func verify(scheme: UInt16, certificateDER: [UInt8], content: [UInt8], signature: [UInt8]) -> Bool {
-        if scheme == 0x0403 {
-            guard let info = CertificateKeyInfo.subjectPublicKeyInfo(certificateDER),
-                  let key = try? P256.Signing.PublicKey(derRepresentation: info),
-                  let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: signature) else { return false }
+        if scheme == 0x0403, let info = CertificateKeyInfo.subjectPublicKeyInfo(certificateDER),
+           let key = try? P256.Signing.PublicKey(derRepresentation: info),
+           let ecdsa = try? P256.Signing.ECDSASignature(derRepresentation: signature) {
             return key.isValidSignature(ecdsa, for: SHA256.hash(data: content))
         }
         return SignatureVerifier.verify(scheme: scheme, certificateDER: certificateDER, content: content, signature: signature)

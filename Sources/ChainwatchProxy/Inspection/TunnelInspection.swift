@@ -71,7 +71,7 @@ final class TunnelInspection {
             let cached = !fresh && inspector.prober.hasResult(for: key)
             inspector.prober.probe(key, client: client, on: loop) { [self] result in   // keeps the inspection alive until it answers
                 if cached, case .success = result {
-                    let context = SpotChecker.Context(key: key, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
+                    let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
                     inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
                 }
                 let answer: InspectionMachine.ProbeAnswer = switch result {

@@ -14,11 +14,13 @@ import Synchronization
 /// The fresh result replaces the cached one, so later tunnels are compared with it.
 /// Thread-safe.
 public final class SpotChecker: Sendable {
-    /// What a check judges its chain under: the rule, policy and facts of the last tunnel that used the key, and that
-    /// tunnel's key itself (keys of one shape are equal, but each carries its own client's hello: the check mirrors the
-    /// latest).
+    /// What a check judges its chain under: the rule, policy and facts of the last tunnel on this loop that used the
+    /// key, and that tunnel's key itself (keys of one shape are equal, but each carries its own client's hello: the check
+    /// mirrors the latest) and client, whose share of the probe line (`Prober.maxPerClient`) the check uses: a client's
+    /// tunnels cannot make checks that fill the line for others.
     struct Context: Sendable {
         var key: ProbeKey
+        var client: [UInt8]
         var rule: Rule
         var snapshot: PolicySnapshot
         var facts: ConnectionFacts
@@ -59,7 +61,8 @@ public final class SpotChecker: Sendable {
         guard ratePerSecond > 0, key.offer.template != nil else { return }
         let now = timers.loop.cachedMilliseconds
         let actions = schedule.withLock { $0.used(key, now: now, delay: delay()) }
-        timers.remember(key, context)
+        // Only the loop whose timer checks the key keeps its context (another loop's would never be read nor freed).
+        if !actions.isEmpty || timers.isArmed(key) { timers.remember(key, context) }
         run(actions, inspector: inspector, timers: timers)
     }
 
@@ -83,7 +86,7 @@ public final class SpotChecker: Sendable {
         counters.withLock { $0.started += 1 }
         let cached = inspector.prober.cachedChainDigest(for: key)
         inspector.prober.invalidate(key)
-        inspector.prober.probe(key, on: loop) { [self] result in
+        inspector.prober.probe(key, client: context.client, on: loop) { [self] result in
             guard case .success(let probe) = result else {
                 counters.withLock { $0.failed += 1 }
                 return
@@ -126,10 +129,11 @@ final class SpotCheckTimers {
 
     init(loop: EventLoop) { self.loop = loop }
 
-    func remember(_ key: ProbeKey, _ context: SpotChecker.Context) {
-        guard timers[key] != nil || contexts[key] != nil || contexts.count < 4_096 else { return }
-        contexts[key] = context
-    }
+    /// Whether this loop holds the timer of `key`'s check.
+    func isArmed(_ key: ProbeKey) -> Bool { timers[key] != nil }
+
+    /// Called for keys this loop arms (at most the schedule's 4 096), and forgotten with their timers.
+    func remember(_ key: ProbeKey, _ context: SpotChecker.Context) { contexts[key] = context }
 
     func context(_ key: ProbeKey) -> SpotChecker.Context? { contexts[key] }
 

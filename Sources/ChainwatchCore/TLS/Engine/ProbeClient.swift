@@ -33,6 +33,8 @@ public struct ProbeClient {
     private let maxCertificateList: Int
     private var hello: MirroredHello
     private var firstHello: [UInt8]
+    /// The probe's legacy session id (compatibility mode when not empty; a second hello keeps it).
+    private let sessionID: [UInt8]
     private var sentChangeCipherSpec = false
     private var retried = false
     private var input: [UInt8] = []
@@ -60,10 +62,15 @@ public struct ProbeClient {
         do { offered = try ClientHello.parse(handshakeMessage: clientHello) } catch { throw .malformed(error) }
         self.recordVersion = recordVersion >> 8 == 3 ? recordVersion : 0x0301
         self.maxCertificateList = maxCertificateList
-        compressionOffered = Self.compressionAlgorithms(inHello: clientHello)
-        do { hello = try HelloMirror.mirror(clientHello, crypto: crypto) } catch {
+        let parts: HelloParts
+        do {
+            hello = try HelloMirror.mirror(clientHello, crypto: crypto)
+            parts = try HelloParts(message: hello.message)
+        } catch {
             throw .unsupported("the client's hello cannot be mirrored: \(error)")
         }
+        compressionOffered = Self.compressionAlgorithms(parts)
+        sessionID = parts.sessionID
         firstHello = hello.message
         phase = .awaitingServerHello(transcript: hello.message, retrySuite: nil)
     }
@@ -181,13 +188,6 @@ public struct ProbeClient {
         }
     }
 
-    /// The probe's legacy session id (compatibility mode when not empty).
-    private var sessionID: [UInt8] {
-        let body = firstHello.dropFirst(4 + 2 + 32)
-        guard let length = body.first.map(Int.init), body.count > length else { return [] }
-        return Array(body.dropFirst().prefix(length))
-    }
-
     private mutating func serverHello(_ message: [UInt8], transcript: [UInt8], retrySuite: UInt16?, send: inout [UInt8]) throws(ProbeClientError) {
         let parsed: ServerHello
         let extensions: ServerFlightMessages.HelloExtensions
@@ -282,24 +282,13 @@ public struct ProbeClient {
         return out
     }
 
-    /// The algorithms of the hello's compress_certificate extension (27), in order; empty when absent.
-    static func compressionAlgorithms(inHello message: [UInt8]) -> [UInt16] {
-        guard var body = try? ByteReader.body(ofHandshakeMessage: message, type: 1).reader,
-              (try? body.readBytes(34, "random")) != nil,
-              (try? body.readVector(lengthBytes: 1, "session")) != nil,
-              (try? body.readVector(lengthBytes: 2, "suites")) != nil,
-              (try? body.readVector(lengthBytes: 1, "compression")) != nil,
-              var extensions = try? body.readVector(lengthBytes: 2, "extensions") else { return [] }
-        while let type = try? extensions.readUInt16("type"), var data = try? extensions.readVector(lengthBytes: 2, "data") {
-            guard type == 27, var list = try? data.readVector(lengthBytes: 1, "algorithms") else { continue }
-            var algorithms: [UInt16] = []
-            while let algorithm = try? list.readUInt16("algorithm") { algorithms.append(algorithm) }
-            return algorithms
-        }
-        return []
+    /// The algorithms of the hello's compress_certificate extension (27), in order; empty when absent or unreadable.
+    static func compressionAlgorithms(_ hello: HelloParts) -> [UInt16] {
+        guard let body = hello.body(of: 27) else { return [] }
+        var reader = ByteReader(body[...])
+        guard var list = try? reader.readVector(lengthBytes: 1, "algorithms") else { return [] }
+        var algorithms: [UInt16] = []
+        while let algorithm = try? list.readUInt16("algorithm") { algorithms.append(algorithm) }
+        return algorithms
     }
-}
-
-private extension ArraySlice where Element == UInt8 {
-    var reader: ByteReader { ByteReader(self) }
 }
