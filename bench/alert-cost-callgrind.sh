@@ -11,6 +11,9 @@
 # --cold: every connection offers a name never offered before and meets a leaf never seen (`--fresh-certificates`),
 # clean policy only: a first contact's cost (TLS 1.3: the probe's whole handshake and the chain's validation).
 #
+# CHAINWATCH_ARGS: more options for chainwatch (`--spot-check-rate 0`: spot checks are full handshakes at random
+# times, so a run with them is not repeatable to the instruction).
+#
 # Needs valgrind (apt-get install valgrind). valgrind 3.19 cannot read the Swift toolchain's debug information, so
 # the binary is copied without it (objcopy --strip-debug; the symbol table stays, so the profiles name functions).
 # Each run takes about a minute; the callgrind files stay in the printed directory for callgrind_annotate.
@@ -38,7 +41,7 @@ objcopy --strip-debug "$binary" "$out/chainwatch"
 # The bench starts this wrapper as the proxy; the wrapper execs valgrind, so the bench's PID is the proxy's.
 cat >"$out/proxy.sh" <<EOF
 #!/bin/sh
-exec valgrind -q --tool=callgrind --callgrind-out-file="$out/callgrind.\$CG_TAG.%p" "$out/chainwatch" "\$@"
+exec valgrind -q --tool=callgrind --callgrind-out-file="$out/callgrind.\$CG_TAG.%p" "$out/chainwatch" "\$@" ${CHAINWATCH_ARGS:-}
 EOF
 chmod +x "$out/proxy.sh"
 for n in $low $high; do
