@@ -94,6 +94,12 @@ private let policy = Policy(rules: [
     #expect(HostName.ipAddressBytes("::ffff:192.0.2.1")?.suffix(4) == [192, 0, 2, 1])
     #expect(HostName.ipAddressBytes("example.com") == nil)
     #expect(HostName.ipAddressBytes("1.2.3") == nil)
+    #expect(HostName.ipAddressBytes("0.0.0.0") == [0, 0, 0, 0] && HostName.ipAddressBytes("255.255.255.255") == [255, 255, 255, 255])
+    #expect(HostName.ipAddressBytes("::ffff:1.2.3.4.5") == nil)
+    for refused in ["1.2.3.4.", ".1.2.3.4", "1..2.3", "1.2.3.256", "1.2.3.1000", "01.2.3.4", "1.2.3.00", "1.2.3.4a",
+                    "1.2.3.-4", "1.2.3.+4", "1.2.3.٤", "", "...."] {
+        #expect(HostName.ipAddressBytes(refused) == nil, "\(refused)")
+    }
 }
 
 /// The precedence rule written as the plain scan over every pattern, to hold the indexed `match` to.

@@ -36,16 +36,30 @@ public enum HostName {
         return ipv6Bytes(s)
     }
 
+    /// Four dotted decimal parts, each 1 to 3 digits and at most 255, none with a leading zero (no octal-looking
+    /// forms). Read over the UTF-8 bytes: every CONNECT and every destination check asks, for names too.
     static func ipv4Bytes(_ s: Substring) -> [UInt8]? {
-        let parts = s.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
         var out: [UInt8] = []
-        for part in parts {
-            guard !part.isEmpty, part.utf8.count <= 3, part.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-                  let v = Int(part), v <= 255 else { return nil }
-            if part.utf8.count > 1, part.first == "0" { return nil }   // no octal-looking forms
-            out.append(UInt8(v))
+        out.reserveCapacity(4)
+        var value = 0, digits = 0, leadingZero = false
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                if digits == 0 { leadingZero = byte == UInt8(ascii: "0") } else if leadingZero { return nil }
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                digits += 1
+                guard digits <= 3, value <= 255 else { return nil }
+            case UInt8(ascii: "."):
+                guard digits > 0, out.count < 3 else { return nil }
+                out.append(UInt8(value))
+                value = 0
+                digits = 0
+            default:
+                return nil
+            }
         }
+        guard digits > 0, out.count == 3 else { return nil }
+        out.append(UInt8(value))
         return out
     }
 

@@ -24,8 +24,10 @@ struct HelloStack: Sendable, Equatable {
     /// Whether the stack draws its extension order per connection.
     let permutes: Bool
 
-    init(_ parts: HelloParts) {
-        let types = parts.types
+    init(_ parts: HelloParts) { self.init(types: parts.types) }
+
+    /// `types`: the hello's extension types, in order.
+    init(types: [UInt16]) {
         var last = types.count - 1
         while last > 0, types[last] == 21 || types[last] == TLSExtensionType.preSharedKey { last -= 1 }
         guard last > 1, let first = types.first, isGREASE(first), isGREASE(types[last]) else {
