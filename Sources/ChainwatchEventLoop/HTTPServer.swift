@@ -1,4 +1,5 @@
 internal import CLibevent
+import ChainwatchLock
 import Glibc
 
 /// A small HTTP/1.1 server on a loop (libevent's evhttp): for the admin endpoints, never for proxied traffic. Owns its
@@ -32,10 +33,18 @@ public final class HTTPServer {
     private var socket: Int32 = -1
     private let handler: (Request) -> Response
     public let address: SocketAddress
+    /// evhttp's listener (owned by `http`), paused while accepting fails for want of descriptors.
+    private var listener: OpaquePointer?   // evconnlistener *
+    private var acceptFailures = AcceptBackoff()
+    private var backoff: Timer?
+    private let log: (String) -> Void
 
     /// Binds `address` (no SO_REUSEPORT: one process owns it) and serves each request with `handler`.
-    public init(loop: EventLoop, address: SocketAddress, handler: @escaping (Request) -> Response) throws(EventLoopError) {
+    /// `log` gets a line when accepting fails (out of descriptors), once per burst (`AcceptBackoff`).
+    public init(loop: EventLoop, address: SocketAddress, log: @escaping (String) -> Void = { _ in },
+                handler: @escaping (Request) -> Response) throws(EventLoopError) {
         self.handler = handler
+        self.log = log
         let fd = Socket.stream(family: address.family)
         guard fd >= 0 else { throw .fromErrno("socket") }
         socket = fd
@@ -64,15 +73,44 @@ public final class HTTPServer {
             guard let request, let ctx else { return }
             Unmanaged<HTTPServer>.fromOpaque(ctx).takeUnretainedValue().serve(request)
         }, Unmanaged.passUnretained(self).toOpaque())
-        guard evhttp_accept_socket_with_handle(http, fd) != nil else {
+        guard let bound = evhttp_accept_socket_with_handle(http, fd) else {
             evhttp_free(http)
             self.http = nil
             Glibc.close(fd)
             throw .fromErrno("evhttp_accept_socket")
         }
+        // Without an error callback libevent logs every failed accept and retries at once: out of descriptors, the
+        // admin loop spun and wrote millions of lines. Pause accepting instead, and say so once per burst.
+        listener = evhttp_bound_socket_get_listener(bound)
+        backoff = Timer(loop: loop) { [unowned self] in
+            if let listener { evconnlistener_enable(listener) }
+        }
+        // The callback's argument is evhttp's own (its accept callback shares it): servers are found by listener.
+        if let listener {
+            let me = UInt(bitPattern: Unmanaged.passUnretained(self).toOpaque())
+            Self.byListener.withLock { $0[UInt(bitPattern: listener)] = me }
+        }
+        evconnlistener_set_error_cb(listener, { listener, _ in
+            let code = errno
+            guard let listener, let me = HTTPServer.byListener.withLock({ $0[UInt(bitPattern: listener)] }),
+                  let pointer = UnsafeMutableRawPointer(bitPattern: me) else { return }
+            Unmanaged<HTTPServer>.fromOpaque(pointer).takeUnretainedValue().acceptFailed(code)
+        })
+    }
+
+    /// Each server by its listener's address, for libevent's error callback. Entries leave at `close`.
+    private static let byListener = Lock<[UInt: UInt]>([:])
+
+    private func acceptFailed(_ code: Int32) {
+        guard let listener else { return }
+        evconnlistener_disable(listener)
+        let (pause, line) = acceptFailures.failed(describeErrno(code))
+        if let line { log("admin listener: \(line)") }
+        backoff?.schedule(milliseconds: pause)
     }
 
     private func serve(_ raw: OpaquePointer) {
+        acceptFailures.accepted()
         let method: String
         switch evhttp_request_get_command(raw) {
         case EVHTTP_REQ_GET: method = "GET"
@@ -122,6 +160,10 @@ public final class HTTPServer {
 
     /// Stops serving and closes the socket (connections in progress are dropped). Idempotent.
     public func close() {
+        backoff?.cancel()
+        backoff = nil
+        if let listener { _ = Self.byListener.withLock { $0.removeValue(forKey: UInt(bitPattern: listener)) } }
+        listener = nil
         if let http { evhttp_free(http) }   // frees the bound socket's listener and closes it
         http = nil
         socket = -1

@@ -14,14 +14,19 @@ public final class Listener {
     private var event: OpaquePointer?        // event *, EV_READ | EV_PERSIST
     private var backoff: Timer?              // accepting again after EMFILE
     private let accept: (Int32, SocketAddress) -> Void
+    /// When accepting fails for want of descriptors: how long to pause, and one line per burst.
+    private var acceptFailures = AcceptBackoff()
+    private let log: (String) -> Void
 
     /// Seconds the kernel holds a connection that has sent nothing before handing it over anyway.
     static let deferAcceptSeconds: Int32 = 1
 
     /// Binds and listens; `accept` gets each new non-blocking socket (ownership passes to it) and the peer's address.
-    public init(loop: EventLoop, address: SocketAddress, backlog: Int32 = 1024,
+    /// `log` gets a line when accepting fails for want of descriptors or memory, once per burst (`AcceptBackoff`).
+    public init(loop: EventLoop, address: SocketAddress, backlog: Int32 = 1024, log: @escaping (String) -> Void = { _ in },
                 accept: @escaping (Int32, SocketAddress) -> Void) throws(EventLoopError) {
         self.accept = accept
+        self.log = log
         let fd = Socket.stream(family: address.family)
         guard fd >= 0 else { throw .fromErrno("socket") }
         socket = fd
@@ -76,12 +81,16 @@ public final class Listener {
         guard fd >= 0 else {
             let e = errno
             if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM, let event, let backoff {
-                // Out of descriptors: the queued connection stays readable and would spin the loop. Pause 100 ms.
+                // Out of descriptors: the queued connection stays readable and would spin the loop. Pause, and say
+                // so once per burst.
                 event_del(event)
-                backoff.schedule(milliseconds: 100)
+                let (pause, line) = acceptFailures.failed(describeErrno(e))
+                if let line { log(line) }
+                backoff.schedule(milliseconds: pause)
             }
             return   // EAGAIN (another loop took it), ECONNABORTED (the client gave up): nothing to do
         }
+        acceptFailures.accepted()
         let peer = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: length) }
         }

@@ -23,7 +23,9 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         self.reloader = reloader
         self.logger = logger
         loop = try EventLoop(index: -2)
-        http = try HTTPServer(loop: loop, address: address) { [unowned self] request in self.respond(request) }
+        http = try HTTPServer(loop: loop, address: address, log: { [logger] in logger.error("\($0)") }) { [unowned self] request in
+            self.respond(request)
+        }
         let thread = Thread { [loop] in loop.run() }
         thread.name = "chainwatch-admin"
         thread.stackSize = 1 << 20
@@ -243,6 +245,12 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         m.sample("chainwatch_alert_lines_dropped_total", [:], failures.dropped)
         m.family("chainwatch_alert_write_failures_total", .counter, "Writes to the alert log that failed (full disk, file size limit, I/O error).")
         m.sample("chainwatch_alert_write_failures_total", [:], failures.failedWrites)
+
+        let held = server.heldBudget.usage
+        m.family("chainwatch_held_bytes", .gauge, "Room taken now by bytes tunnels hold until their verdicts (of --held-memory; 16 KiB steps).")
+        m.sample("chainwatch_held_bytes", [:], held.used)
+        m.family("chainwatch_held_room_refused_total", .counter, "Tunnels closed because --held-memory had no room for the bytes they held until their verdicts (access line no_held_room).")
+        m.sample("chainwatch_held_room_refused_total", [:], held.refused)
 
         m.family("chainwatch_relayed_bytes_total", .counter, "Bytes relayed between clients and upstreams, by path: copy (through the proxy's buffers), splice (in the kernel).")
         m.sample("chainwatch_relayed_bytes_total", ["path": "copy"], stats.bytesCopied.load(ordering: .relaxed))
