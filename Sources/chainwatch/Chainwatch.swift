@@ -120,7 +120,7 @@ struct Run: ParsableCommand {
     var noSplice = false
 
     @Option(name: .customLong("admin"), help: ArgumentHelp("The admin listener, ADDR:PORT, or off.",
-            discussion: "GET /metrics (Prometheus), /healthz, /readyz, /state; POST /known-bad/clear, /verdicts/clear, /probes/clear (see chainwatch ctl). Clients as for the proxy port (--allow-client). The default address, when another process has it, is skipped with a warning; an address given here must be free."))
+            discussion: "GET /metrics (Prometheus), /healthz, /readyz, /state; POST /known-bad/clear, /verdicts/clear, /probes/clear (see chainwatch ctl). Clients as for the proxy port (--allow-client). At most 64 connections at once (503 past them), one request each, which must be in within 5 s (408). The default address, when another process has it, is skipped with a warning; an address given here must be free."))
     var admin = Run.defaultAdmin
     static let defaultAdmin = "127.0.0.1:9128"
 
