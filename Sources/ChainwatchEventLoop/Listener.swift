@@ -14,23 +14,41 @@ public final class Listener {
     private var event: OpaquePointer?        // event *, EV_READ | EV_PERSIST
     private var backoff: Timer?              // accepting again after EMFILE
     private let accept: (Int32, SocketAddress) -> Void
+    /// When accepting fails for want of descriptors: how long to pause, and one line per burst.
+    private var acceptFailures = AcceptBackoff()
+    private let log: (String) -> Void
+    /// Where it listens: the address given, with the port the kernel chose for port 0.
+    public private(set) var address: SocketAddress
 
     /// Seconds the kernel holds a connection that has sent nothing before handing it over anyway.
     static let deferAcceptSeconds: Int32 = 1
 
     /// Binds and listens; `accept` gets each new non-blocking socket (ownership passes to it) and the peer's address.
-    public init(loop: EventLoop, address: SocketAddress, backlog: Int32 = 1024,
+    /// `log` gets a line when accepting fails for want of descriptors or memory, once per burst (`AcceptBackoff`).
+    /// `reusePort` false: one socket owns the address (the admin listener; a second process cannot join it).
+    public init(loop: EventLoop, address: SocketAddress, backlog: Int32 = 1024, reusePort: Bool = true,
+                log: @escaping (String) -> Void = { _ in },
                 accept: @escaping (Int32, SocketAddress) -> Void) throws(EventLoopError) {
         self.accept = accept
+        self.log = log
         let fd = Socket.stream(family: address.family)
         guard fd >= 0 else { throw .fromErrno("socket") }
         socket = fd
         Socket.set(fd, SOL_SOCKET, SO_REUSEADDR, 1)
-        Socket.set(fd, SOL_SOCKET, SO_REUSEPORT, 1)
+        if reusePort { Socket.set(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
         Socket.set(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
         Socket.set(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, Self.deferAcceptSeconds)
+        self.address = address
         guard address.withSockaddr({ sa, len in bind(fd, sa, len) }) == 0 else { throw failure("bind \(address)") }
         guard listen(fd, backlog) == 0 else { throw failure("listen \(address)") }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let bound = withUnsafeMutablePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa -> SocketAddress? in
+                getsockname(fd, sa, &length) == 0 ? SocketAddress(sa, length: length) : nil
+            }
+        }
+        self.address = bound ?? address
         let context = Unmanaged.passUnretained(self).toOpaque()
         event = event_new(loop.base, fd, Int16(EV_READ | EV_PERSIST), { _, _, ctx in
             Unmanaged<Listener>.fromOpaque(ctx!).takeUnretainedValue().acceptOne()
@@ -76,12 +94,16 @@ public final class Listener {
         guard fd >= 0 else {
             let e = errno
             if e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM, let event, let backoff {
-                // Out of descriptors: the queued connection stays readable and would spin the loop. Pause 100 ms.
+                // Out of descriptors: the queued connection stays readable and would spin the loop. Pause, and say
+                // so once per burst.
                 event_del(event)
-                backoff.schedule(milliseconds: 100)
+                let (pause, line) = acceptFailures.failed(describeErrno(e))
+                if let line { log(line) }
+                backoff.schedule(milliseconds: pause)
             }
             return   // EAGAIN (another loop took it), ECONNABORTED (the client gave up): nothing to do
         }
+        acceptFailures.accepted()
         let peer = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: length) }
         }

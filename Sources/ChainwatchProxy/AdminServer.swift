@@ -9,21 +9,28 @@ import Synchronization
 /// known-bad marks, probe cache), and POSTs that clear a known-bad mark or a cache. It runs on a thread and loop of
 /// its own, so it answers while the proxy's loops are busy and while they drain (`/readyz` then says 503). Clients
 /// are admitted by the same rule as the proxy port's (`--allow-client`, loopback by default).
-public final class AdminServer: @unchecked Sendable {   // its HTTP server lives on its own loop's thread only
+public final class AdminServer: @unchecked Sendable {   // its listener and connections live on its own loop's thread only
     private let loop: EventLoop
-    private var http: HTTPServer?
+    private var listener: Listener?
+    /// The connections held now (`AdminConnectionCap`), each until it closes.
+    private var connections: [ObjectIdentifier: AdminConnection] = [:]
+    private var cap = AdminConnectionCap()
     private let server: ProxyServer
     private let reloader: PolicyReloader
     private let logger: Logger
     private let started = Date()
 
-    /// Binds `address` (errors surface here) and serves on a new thread.
+    /// Binds `address` (errors surface here; no SO_REUSEPORT, so another process cannot share it) and serves on a
+    /// new thread.
     public init(address: SocketAddress, server: ProxyServer, reloader: PolicyReloader, logger: Logger) throws {
         self.server = server
         self.reloader = reloader
         self.logger = logger
         loop = try EventLoop(index: -2)
-        http = try HTTPServer(loop: loop, address: address) { [unowned self] request in self.respond(request) }
+        listener = try Listener(loop: loop, address: address, backlog: 64, reusePort: false,
+                                log: { [logger] in logger.error("admin listener: \($0)") }) { [unowned self] fd, peer in
+            self.accepted(fd, peer)
+        }
         let thread = Thread { [loop] in loop.run() }
         thread.name = "chainwatch-admin"
         thread.stackSize = 1 << 20
@@ -31,36 +38,59 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
     }
 
     /// Where it listens (the port the kernel chose, for port 0).
-    public var address: SocketAddress { http!.address }
+    public var address: SocketAddress { listener!.address }
+
+    /// A new connection: held while the cap has room, else answered 503 and closed at once.
+    private func accepted(_ fd: Int32, _ peer: SocketAddress) {
+        guard cap.admit() else {
+            AdminConnection.refuse(loop: loop, fd: fd, with: cap.refusal)
+            return
+        }
+        let connection: AdminConnection
+        do {
+            connection = try AdminConnection(loop: loop, fd: fd, peer: peer, serve: { [unowned self] in self.respond($0, from: $1) },
+                                             onClose: { [unowned self] in self.closed($0) })
+        } catch {
+            cap.closed()
+            return
+        }
+        connections[ObjectIdentifier(connection)] = connection
+        connection.start()
+    }
+
+    private func closed(_ connection: AdminConnection) {
+        guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+        cap.closed()
+    }
 
     // MARK: - Routes
 
-    func respond(_ request: HTTPServer.Request) -> HTTPServer.Response {
-        guard let peer = request.peer, server.configuration.admits(client: peer) else {
-            return HTTPServer.Response(status: 403, text: "not an allowed client (--allow-client)\n")
+    func respond(_ request: AdminRequest, from peer: SocketAddress) -> AdminResponse {
+        guard server.configuration.admits(client: peer) else {
+            return AdminResponse(status: 403, text: "not an allowed client (--allow-client)\n")
         }
         if let why = AdminRequestCheck.refusal(method: request.method, host: request.host, origin: request.origin,
                                                adminHeader: request.adminHeader,
                                                peerIsLoopback: ProxyConfiguration.loopback.contains { $0.contains(peer.addressBytes) }) {
-            return HTTPServer.Response(status: 403, text: why + "\n")
+            return AdminResponse(status: 403, text: why + "\n")
         }
         switch (request.method, request.path) {
         case ("GET", "/metrics"), ("HEAD", "/metrics"):
-            return HTTPServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(metrics().utf8))
+            return AdminResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: Array(metrics().utf8))
         case ("GET", "/healthz"), ("HEAD", "/healthz"):
             let stuck = stuckLoops()
-            return stuck.isEmpty ? HTTPServer.Response(status: 200, text: "ok\n")
-                                 : HTTPServer.Response(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
+            return stuck.isEmpty ? AdminResponse(status: 200, text: "ok\n")
+                                 : AdminResponse(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
         case ("GET", "/readyz"), ("HEAD", "/readyz"):
-            if server.draining.load(ordering: .relaxed) { return HTTPServer.Response(status: 503, text: "draining\n") }
+            if server.draining.load(ordering: .relaxed) { return AdminResponse(status: 503, text: "draining\n") }
             let stuck = stuckLoops()
-            return stuck.isEmpty ? HTTPServer.Response(status: 200, text: "ready\n")
-                                 : HTTPServer.Response(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
+            return stuck.isEmpty ? AdminResponse(status: 200, text: "ready\n")
+                                 : AdminResponse(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
         case ("GET", "/state"):
             return json(200, state())
         case ("POST", "/known-bad/clear"):
             let port = request.query["port"].flatMap { UInt16($0) }
-            if request.query["port"] != nil, port == nil { return HTTPServer.Response(status: 400, text: "port: not a port number\n") }
+            if request.query["port"] != nil, port == nil { return AdminResponse(status: 400, text: "port: not a port number\n") }
             let host = request.query["host"].map { $0.lowercased() }
             let cleared = server.inspector.cache.clearKnownBad(host: host, port: port)
             logger.notice("admin: cleared \(cleared) known-bad mark(s)\(host.map { " for \($0)" } ?? "")\(port.map { ":\($0)" } ?? "")")
@@ -74,24 +104,24 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
             logger.notice("admin: cleared \(cleared) cached probe result(s)")
             return json(200, cleared: cleared)
         case (_, "/metrics"), (_, "/healthz"), (_, "/readyz"), (_, "/state"):
-            return HTTPServer.Response(status: 405, text: "use GET\n")
+            return AdminResponse(status: 405, text: "use GET\n")
         case (_, "/known-bad/clear"), (_, "/verdicts/clear"), (_, "/probes/clear"):
-            return HTTPServer.Response(status: 405, text: "use POST\n")
+            return AdminResponse(status: 405, text: "use POST\n")
         default:
-            return HTTPServer.Response(status: 404, text: "not found: GET /metrics /healthz /readyz /state; POST /known-bad/clear[?host=H[&port=P]] /verdicts/clear /probes/clear\n")
+            return AdminResponse(status: 404, text: "not found: GET /metrics /healthz /readyz /state; POST /known-bad/clear[?host=H[&port=P]] /verdicts/clear /probes/clear\n")
         }
     }
 
     private func stuckLoops() -> [String] { server.stuckLoops }
 
-    private func json(_ status: Int, cleared: Int) -> HTTPServer.Response {
+    private func json(_ status: Int, cleared: Int) -> AdminResponse {
         var w = JSONWriter()
         w.field("cleared", cleared)
         return json(status, w.text)
     }
 
-    private func json(_ status: Int, _ text: String) -> HTTPServer.Response {
-        HTTPServer.Response(status: status, contentType: "application/json", body: Array((text + "\n").utf8))
+    private func json(_ status: Int, _ text: String) -> AdminResponse {
+        AdminResponse(status: status, contentType: "application/json", body: Array((text + "\n").utf8))
     }
 
     // MARK: - /state
@@ -243,6 +273,12 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         m.sample("chainwatch_alert_lines_dropped_total", [:], failures.dropped)
         m.family("chainwatch_alert_write_failures_total", .counter, "Writes to the alert log that failed (full disk, file size limit, I/O error).")
         m.sample("chainwatch_alert_write_failures_total", [:], failures.failedWrites)
+
+        let held = server.heldBudget.usage
+        m.family("chainwatch_held_bytes", .gauge, "Room taken now by bytes tunnels hold until their verdicts (of --held-memory; 16 KiB steps).")
+        m.sample("chainwatch_held_bytes", [:], held.used)
+        m.family("chainwatch_held_room_refused_total", .counter, "Tunnels closed because --held-memory had no room for the bytes they held until their verdicts (access line no_held_room).")
+        m.sample("chainwatch_held_room_refused_total", [:], held.refused)
 
         m.family("chainwatch_relayed_bytes_total", .counter, "Bytes relayed between clients and upstreams, by path: copy (through the proxy's buffers), splice (in the kernel).")
         m.sample("chainwatch_relayed_bytes_total", ["path": "copy"], stats.bytesCopied.load(ordering: .relaxed))

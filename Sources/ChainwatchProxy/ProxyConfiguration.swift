@@ -24,6 +24,8 @@ public struct ProxyConfiguration: Sendable {
     public var shutdownGraceMilliseconds = 10_000
     /// Bytes buffered for one direction of a tunnel before the sending side is paused.
     public var maxBufferedPerDirection = 256 * 1024
+    /// Bytes all tunnels together may hold until their verdicts (`--held-memory`, `HeldBytesBudget`).
+    public var heldMemory = HeldBytesBudget.defaultCapacity
     /// Bulk tunnel bytes move by splice(2) once the verdict is in (`--no-splice`: copy them through user space).
     public var spliceBulk = true
 

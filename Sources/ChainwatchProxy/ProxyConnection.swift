@@ -23,6 +23,8 @@ final class ProxyConnection: ConnectionDelegate {
     var inspection: TunnelInspection?
     var snapshot: PolicySnapshot?
     private lazy var timer = Timer(loop: worker.loop) { [unowned self] in self.timerFired() }
+    /// A side whose head trickles in rests on this timer (`.rest`), apart from the connection's deadline.
+    private var restTimer: Timer?
     private var lastActivity: Int64 = 0
     var events: [ConnectionMachine.Event] = []
     /// Reused for every event's actions.
@@ -32,6 +34,8 @@ final class ProxyConnection: ConnectionDelegate {
     var closeOutcome = CloseOutcome.dropped
     /// For the access log: what is logged of the request or tunnel in progress, since `accessStart`.
     var access = AccessState()
+    /// Room taken from the process's budget for held bytes (`HeldBytesBudget`), given back at the verdict or the close.
+    private var heldRoom = 0
 
     init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress) {
         self.id = id
@@ -193,6 +197,10 @@ final class ProxyConnection: ConnectionDelegate {
             startInspection()
         case .feedInspection(let side, let offset):
             feed(side, from: offset)
+        case .takeHeldRoom(let bytes):
+            if worker.heldBudget.take(bytes) { heldRoom += bytes } else { events.append(.noHeldRoom) }
+        case .returnHeldRoom:
+            returnHeldRoom()
         case .relay(let side, let count, let eager):
             guard let source = connection(side), let destination = connection(side.other) else { return }
             destination.send(count, movingFrom: source.input, eager: eager)
@@ -215,6 +223,11 @@ final class ProxyConnection: ConnectionDelegate {
             timer.schedule(milliseconds: milliseconds)
         case .cancelTimer:
             timer.cancel()
+        case .rest(let side, let milliseconds):
+            let rest = restTimer ?? Timer(loop: worker.loop) { [unowned self] in self.post(.rested(self.restingSide)) }
+            restTimer = rest
+            restingSide = side
+            rest.schedule(milliseconds: milliseconds)
         case .ignored:
             break   // an event its phase has no use for (a resolver answering after a refusal): nothing to do
         case .log(.info, let message):
@@ -223,6 +236,7 @@ final class ProxyConnection: ConnectionDelegate {
             logger.warning("\(message)")
         case .close(let resetting):
             if machine.closedIdle { access.closeReason = .idle }
+            if machine.closedWithoutHeldRoom { access.closeReason = .noHeldRoom; access.detail = "no room in --held-memory" }
             if !resetting.isEmpty, access.closeReason == .closed { access.closeReason = .reset }
             for side in resetting { connection(side)?.abort() }
             close()
@@ -283,8 +297,17 @@ final class ProxyConnection: ConnectionDelegate {
         close()
     }
 
+    /// The side `restTimer` wakes.
+    private var restingSide = Side.client
+
+    private func returnHeldRoom() {
+        if heldRoom > 0 { worker.heldBudget.giveBack(heldRoom) }
+        heldRoom = 0
+    }
+
     /// Closes both sides and leaves the worker. Idempotent.
     private func close() {
+        returnHeldRoom()
         guard client.isOpen || upstream != nil else { return }
         if access.requestLine != nil {   // a request (or tunnel) in progress; a keep-alive client idle between requests has none
             logAccess(kind: closeOutcome == .refused ? .refused : (closeOutcome == .http ? .http : .tunnel))
@@ -292,6 +315,8 @@ final class ProxyConnection: ConnectionDelegate {
         inspection?.tunnelClosed()
         inspection = nil
         timer.cancel()
+        restTimer?.cancel()
+        restTimer = nil
         for pump in pumps.values { pump.close() }
         pumps.removeAll()
         client.close()

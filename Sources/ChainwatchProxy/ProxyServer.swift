@@ -11,6 +11,8 @@ public final class ProxyServer: @unchecked Sendable {
     public let configuration: ProxyConfiguration
     public let stats = ProxyStats()
     public let inspector: Inspector
+    /// Bytes all tunnels may hold until their verdicts (`configuration.heldMemory`).
+    public let heldBudget: HeldBytesBudget
     private let logger: Logger
     private var workers: [Worker] = []
     private var threads: [Thread] = []
@@ -20,6 +22,7 @@ public final class ProxyServer: @unchecked Sendable {
     public init(configuration: ProxyConfiguration, inspector: Inspector, logger: Logger) {
         self.configuration = configuration
         self.inspector = inspector
+        heldBudget = HeldBytesBudget(capacity: configuration.heldMemory)
         self.logger = logger
     }
 
@@ -29,7 +32,8 @@ public final class ProxyServer: @unchecked Sendable {
         signal(SIGPIPE, SIG_IGN)
         try Listener.checkUnused(configuration.listen)
         for index in 0..<max(1, configuration.threads) {
-            workers.append(try Worker(index: index, configuration: configuration, stats: stats, inspector: inspector, logger: logger))
+            workers.append(try Worker(index: index, configuration: configuration, stats: stats, inspector: inspector,
+                                  heldBudget: heldBudget, logger: logger))
         }
         let finished = DispatchGroup()
         self.finished = finished

@@ -14,6 +14,8 @@ final class Worker: @unchecked Sendable {
     let destinations: DestinationPolicy
     let stats: ProxyStats
     let inspector: Inspector
+    /// The process's budget for bytes held until verdicts, shared by every loop.
+    let heldBudget: HeldBytesBudget
     /// This loop's spot-check timers (`SpotChecker`).
     let spotChecks: SpotCheckTimers
     let logger: Logger
@@ -28,18 +30,20 @@ final class Worker: @unchecked Sendable {
     /// The loop thread's pthread id, for its CPU time (`pthread_getcpuclockid`); 0 until the thread runs.
     let threadID = Atomic<UInt>(0)
 
-    init(index: Int, configuration: ProxyConfiguration, stats: ProxyStats, inspector: Inspector, logger: Logger) throws {
+    init(index: Int, configuration: ProxyConfiguration, stats: ProxyStats, inspector: Inspector, heldBudget: HeldBytesBudget,
+         logger: Logger) throws {
         loop = try EventLoop(index: index, hostsFile: configuration.hostsFile)
         self.configuration = configuration
         destinations = configuration.destinationPolicy
         self.stats = stats
         self.inspector = inspector
+        self.heldBudget = heldBudget
         spotChecks = SpotCheckTimers(loop: loop)
         var logger = logger
         logger[metadataKey: "loop"] = "\(index)"
         self.logger = logger
         nextID = UInt64(index) << 48
-        listener = try Listener(loop: loop, address: configuration.listen) { [unowned self] fd, peer in
+        listener = try Listener(loop: loop, address: configuration.listen, log: { [logger] in logger.error("\($0)") }) { [unowned self] fd, peer in
             self.accept(fd: fd, peer: peer)
         }
         heartbeat.store(MonotonicClock.milliseconds(), ordering: .relaxed)

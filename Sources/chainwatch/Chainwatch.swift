@@ -80,6 +80,10 @@ struct Run: ParsableCommand {
             help: "MiB the caches of chains may hold: half for cached verdicts (an eighth of that for known-bad marks), half for probe results. Past it the expired entries go, then the oldest (probes), any (verdicts) or the soonest to expire (marks); a chain of thousands of names weighs hundreds of KB, a usual one a few KB.")
     var cacheMemory = (VerdictCache.defaultMaxBytes + Prober.defaultMaxBytes) >> 20
 
+    @Option(name: .customLong("held-memory"),
+            help: "MiB all tunnels together may hold until their verdicts (a server's bytes under block, a client's until its ClientHello is whole), counted in 16 KiB steps. A tunnel that finds no room is closed before any held byte passes (logged, access line no_held_room; no known-bad mark: a resource limit, not a finding).")
+    var heldMemory = HeldBytesBudget.defaultCapacity >> 20
+
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
     var allowClient: [String] = []
 
@@ -116,7 +120,7 @@ struct Run: ParsableCommand {
     var noSplice = false
 
     @Option(name: .customLong("admin"), help: ArgumentHelp("The admin listener, ADDR:PORT, or off.",
-            discussion: "GET /metrics (Prometheus), /healthz, /readyz, /state; POST /known-bad/clear, /verdicts/clear, /probes/clear (see chainwatch ctl). Clients as for the proxy port (--allow-client). The default address, when another process has it, is skipped with a warning; an address given here must be free."))
+            discussion: "GET /metrics (Prometheus), /healthz, /readyz, /state; POST /known-bad/clear, /verdicts/clear, /probes/clear (see chainwatch ctl). Clients as for the proxy port (--allow-client). At most 64 connections at once (503 past them), one request each, which must be in within 5 s (408). The default address, when another process has it, is skipped with a warning; an address given here must be free."))
     var admin = Run.defaultAdmin
     static let defaultAdmin = "127.0.0.1:9128"
 
@@ -134,6 +138,7 @@ struct Run: ParsableCommand {
         guard spotCheckRate >= 0, spotCheckRate <= 100 else { throw ValidationError("--spot-check-rate must be between 0 and 100") }
         guard (0...65_536).contains(largeHandshakeMemory) else { throw ValidationError("--large-handshake-memory must be 0 to 65536 (MiB)") }
         guard (1...65_536).contains(cacheMemory) else { throw ValidationError("--cache-memory must be 1 to 65536 (MiB)") }
+        guard (1...65_536).contains(heldMemory) else { throw ValidationError("--held-memory must be 1 to 65536 (MiB)") }
         guard admin == "off" || SocketAddress(numeric: admin) != nil else { throw ValidationError("--admin: \(admin) is not ADDR:PORT, [V6]:PORT or off") }
     }
 
@@ -158,6 +163,7 @@ struct Run: ParsableCommand {
         configuration.halfClosedTimeoutMilliseconds = Int(halfClosedTimeout * 1000)
         configuration.shutdownGraceMilliseconds = Int(grace * 1000)
         configuration.spliceBulk = !noSplice
+        configuration.heldMemory = heldMemory << 20
         configuration.allowedDestinations = allowDestination.compactMap(CIDR.init)
         configuration.deniedDestinations = denyDestination.compactMap(CIDR.init)
         configuration.adminAddress = admin == "off" ? nil : SocketAddress(numeric: admin)

@@ -123,3 +123,6 @@ def test_the_pods_connection_cap_fits_its_memory_limit():
     limit = container["resources"]["limits"]["memory"]
     mib = int(limit[:-2]) * (1024 if limit.endswith("Gi") else 1)
     assert cap * 0.7 + 64 <= mib, (cap, limit)
+    # Held bytes for all tunnels together (--held-memory, MiB): a fully held tunnel holds 256 KiB for about 0.7 MiB.
+    held = int(next(a.split("=", 1)[1] for a in container["args"] if a.startswith("--held-memory=")))
+    assert held * 0.7 / 0.25 + 64 <= mib, (held, limit)

@@ -87,3 +87,56 @@ def test_a_web_page_cannot_drive_the_admin_listener(start_proxy):
                          text=True, timeout=10)
     assert ctl.returncode == 0 and '"cleared"' in ctl.stdout, (ctl.stdout, ctl.stderr)
     assert admin_get(admin, "/state")[0] == 200
+
+
+def test_the_admin_listener_caps_its_connections_and_cuts_dripped_heads(start_proxy):
+    """64 connections drip a request head a byte a second: the 65th is answered 503 at once, the proxy still relays,
+    and each dripping connection is cut (408) at the 5 s head deadline, after which /healthz answers a fresh
+    connection. Before: evhttp took every connection, and a byte every 9 s kept one open for ever."""
+    import select
+    import socket
+    import time
+    from helpers import echo_handler
+    admin = free_port()
+    proxy = start_proxy("--admin", f"127.0.0.1:{admin}")
+    held = []
+    for _ in range(64):
+        s = socket.create_connection(("127.0.0.1", admin), timeout=5)
+        s.sendall(b"GET /healthz HTTP/1.1\r\n")   # a first byte: accepted at once (TCP_DEFER_ACCEPT)
+        held.append(s)
+    started = time.monotonic()
+    time.sleep(0.3)
+    extra = socket.create_connection(("127.0.0.1", admin), timeout=5)
+    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    refused = recv_until_closed(extra)
+    extra.close()
+    assert refused.startswith(b"HTTP/1.1 503 "), refused[:80]
+    echo = TCPServer(echo_handler)
+    try:
+        s, status, _ = connect_via(proxy.port, f"127.0.0.1:{echo.port}")
+        s.sendall(b"ping")
+        assert s.recv(4) == b"ping", "the proxy relays while the admin listener is full"
+        s.close()
+    finally:
+        echo.close()
+    open_ = {s: b"" for s in held}
+    while open_ and time.monotonic() - started < 8:
+        for s in list(open_):
+            try:
+                s.sendall(b"X")   # a byte a second: the deadline is from the accept, not the last byte
+            except OSError:
+                pass
+        ready, _, _ = select.select(list(open_), [], [], 1.0)
+        for s in ready:
+            try:
+                got = s.recv(4096)
+            except OSError:   # reset: our drip came after the close
+                got = b""
+            open_[s] += got
+            if not got:
+                del open_[s]
+                s.close()
+    cut = time.monotonic() - started
+    assert not open_, f"{len(open_)} dripping connection(s) still open after {cut:.1f} s"
+    assert 4 < cut < 8, cut
+    assert admin_get(admin, "/healthz") == (200, "ok\n")

@@ -51,3 +51,55 @@ def test_a_server_dripping_its_certificate_is_cut_at_the_verdict_deadline(start_
     r = subprocess.run(["curl", "-sk", "--tls-max", "1.2", "--max-time", "15", "-x", proxy.url, "-o", "/dev/null",
                         "-w", "%{http_connect}", f"https://drip.test:{server.port}/"], capture_output=True, timeout=20)
     assert r.stdout == b"200"
+
+
+def flooding_certificate(conn):
+    """A TLS 1.2 ServerHello, then 200 KB of a Certificate message announced at 200 000 bytes and never finished."""
+    conn.recv(65536)   # the ClientHello
+    hello = handshake(2, b"\x03\x03" + b"\x42" * 32 + b"\x00" + b"\xc0\x2b\x00" + b"\x00\x00")
+    body = handshake(11, b"\x00" * 200_000)[:200_000]
+    flight = record(22, hello) + b"".join(record(22, body[i:i + 16384]) for i in range(0, len(body), 16384))
+    try:
+        conn.sendall(flight)
+        time.sleep(4)
+    except OSError:
+        pass
+
+
+def test_held_bytes_past_the_process_budget_close_their_tunnel_and_mark_nobody(start_proxy, tmp_path, closing):
+    """Issue 26, item 6: each tunnel held its server's flight (about 0.7 MiB of memory) with no bound but
+    --max-connections. With --held-memory 1 (MiB) eight tunnels holding 200 KB each cannot all fit: those that
+    find no room are closed before any held byte passes, counted, logged no_held_room, and nobody is marked."""
+    from helpers import free_port
+    import json
+    import urllib.request
+    server = closing(TCPServer(flooding_certificate))
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 flood.test\n")
+    policy = tmp_path / "block.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\nrules: []\n")
+    admin = free_port()
+    access = tmp_path / "access.jsonl"
+    proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "3", "--held-memory", "1",
+                        "--admin", f"127.0.0.1:{admin}", "--access-log", str(access))
+    clients = [subprocess.Popen(["curl", "-sk", "--tls-max", "1.2", "--max-time", "8", "-x", proxy.url,
+                                 f"https://flood.test:{server.port}/"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+               for _ in range(8)]
+    outputs = [c.communicate(timeout=15)[0] for c in clients]
+    assert outputs == [b""] * 8   # nothing reached a client: the held bytes never passed
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=5).read().decode()
+    refused = next(float(l.split()[-1]) for l in metrics.splitlines() if l.startswith("chainwatch_held_room_refused_total"))
+    assert refused >= 1, metrics
+    assert "chainwatch_held_bytes 0" in metrics   # every tunnel gave its room back
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        reasons = [json.loads(l)["chainwatch"]["close"]["reason"] for l in access.read_text().splitlines() if l]
+        if len(reasons) == 8:
+            break
+        time.sleep(0.1)
+    assert reasons.count("no_held_room") == refused, reasons
+    assert b"no room for the bytes held until the verdict" in proxy.log_path.read_bytes()
+    # A resource limit, not a finding: the next CONNECT is answered 200, not 403.
+    r = subprocess.run(["curl", "-sk", "--tls-max", "1.2", "--max-time", "8", "-x", proxy.url, "-o", "/dev/null",
+                        "-w", "%{http_connect}", f"https://flood.test:{server.port}/"], capture_output=True, timeout=20)
+    assert r.stdout == b"200"

@@ -19,6 +19,9 @@ public struct AccessRecord: Sendable {
         case reset
         /// The proxy stopped and its grace period ended.
         case shutdown
+        /// The bytes a tunnel held until its verdict found no room in the process's budget (`--held-memory`): closed
+        /// before any passed.
+        case noHeldRoom = "no_held_room"
     }
 
     public var endMilliseconds: Int64
@@ -67,7 +70,7 @@ public struct AccessRecord: Sendable {
             e.field("category", ["network"])
             e.field("type", ["connection", "end"] + (denied ? ["denied"] : []))
             e.field("action", kind.rawValue)
-            e.field("outcome", denied || closeReason == .reset ? "failure" : "success")
+            e.field("outcome", denied || closeReason == .reset || closeReason == .noHeldRoom ? "failure" : "success")
             e.field("reason", reason)
             e.field("duration", Int(durationMilliseconds) * 1_000_000)   // ECS: nanoseconds
         }

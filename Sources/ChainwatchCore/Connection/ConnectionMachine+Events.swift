@@ -32,6 +32,9 @@ extension ConnectionMachine {
         case flowing(Side)
         /// Inspection: the verdict.
         case decided(InspectionDecision)
+        /// The answer to a `.takeHeldRoom` that the process's budget for held bytes (`HeldBytesBudget`) could not give:
+        /// the tunnel closes before what it holds passes.
+        case noHeldRoom
         /// Inspection, before any byte has passed either way: close the upstream connection and keep the client's
         /// bytes, so the upstream is free for chainwatch's own probe (a server that takes one connection at a time
         /// would otherwise never answer it). `.reconnect` opens the tunnel's upstream again.
@@ -40,6 +43,8 @@ extension ConnectionMachine {
         case reconnect
         /// A splice pump reading `from` ended.
         case spliceEnded(from: Side, SpliceEnd)
+        /// The rest asked for by `.rest` is over: `side` may be read again.
+        case rested(Side)
         /// The timer fired; nothing was read or written for `idleMilliseconds`.
         case timerFired(idleMilliseconds: Int64)
         /// The answer to `.peek`: the bytes of `side`'s input it asked for (copied: request and response heads,
@@ -70,6 +75,11 @@ extension ConnectionMachine {
         case refused(status: Int, reason: String)
         /// The tunnel is established: start inspecting its handshake (the inspection answers with `.hold`/`.decided`).
         case startInspection
+        /// The tunnel holds more bytes for its verdict: take `bytes` more room from the process's budget for held bytes
+        /// (`HeldBytesBudget`); when there is none, answer `.noHeldRoom`.
+        case takeHeldRoom(Int)
+        /// The verdict is in and nothing is held: give back all the room taken.
+        case returnHeldRoom
         /// Gives the inspection `side`'s buffered input from byte `from` on; answered by `.inspected(side)`.
         case feedInspection(Side, from: Int)
         /// Moves the first `count` bytes of `from`'s input to the other side's output (zero-copy); `eager` sends them
@@ -86,6 +96,9 @@ extension ConnectionMachine {
         case discardInput(Side)
         case schedule(milliseconds: Int)
         case cancelTimer
+        /// `side`'s head trickles in (it is no longer read, a `.setReading` came first): report `.rested(side)` after
+        /// `milliseconds`, on a timer of its own (the connection's timer keeps its deadline).
+        case rest(Side, milliseconds: Int)
         case log(LogLevel, String)
         /// An event that does not apply in the machine's phase (a resolver answering after a refusal, a verdict after
         /// the close, a redial once bytes have passed): nothing is done. Named, so tests see every such transition.
@@ -117,10 +130,12 @@ extension ConnectionMachine.Event {
         case .holdUpTo(let side, _): "holdUpTo(\(side))"
         case .flowing(let side): "flowing(\(side))"
         case .decided: "decided"
+        case .noHeldRoom: "noHeldRoom"
         case .redial: "redial"
         case .reconnect: "reconnect"
         case .spliceEnded(let side, _): "spliceEnded(\(side))"
         case .timerFired: "timerFired"
+        case .rested(let side): "rested(\(side))"
         case .peeked(let side, _): "peeked(\(side))"
         }
     }

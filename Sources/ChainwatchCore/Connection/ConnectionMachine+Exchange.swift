@@ -20,6 +20,7 @@ extension ConnectionMachine {
             switch exchange!.nextResponseStep(rest) {
             case .wait:
                 if headBefore == 0, exchange!.responseHead.bytes.count > 0 { responseHeadBegan(&out) }
+                if headBefore != nil { restIfTrickling(.upstream, read: rest.count, &out) }
                 return
             case .malformedHead(let detail):
                 refuse(502, "upstream sent a malformed response: \(detail)", &out)
@@ -32,6 +33,7 @@ extension ConnectionMachine {
                 out.append(.log(.warning, "upstream sent a malformed chunked body: \(detail)"))
                 close(resetting: [.client], &out)
             case .head(let head, let length, let interim):
+                trickle = HeadTrickle()
                 out.append(.consume(.upstream, length))
                 consumeBuffered(.upstream, length)
                 responseHeadEnded(&out)
@@ -115,6 +117,7 @@ extension ConnectionMachine {
         exchangesServed += 1
         exchange = nil
         responseHeadDeadline = false
+        trickle = HeadTrickle()
         out.append(.exchangeEnded)
         out.append(.dropUpstream)
         sides[.upstream].pauses = PauseSet(.notConnected)

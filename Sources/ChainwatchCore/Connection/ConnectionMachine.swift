@@ -38,10 +38,20 @@ public struct ConnectionMachine: Sendable {
     public internal(set) var exchangesServed = 0
     /// The connection was closed because no traffic came within the idle limit (the access log's close reason).
     public private(set) var closedIdle = false
+    /// The tunnel was closed because the process's budget for held bytes had no room for what it held.
+    public private(set) var closedWithoutHeldRoom = false
+    /// Room asked of the budget for held bytes (`.takeHeldRoom`) since the tunnel began holding, in steps of
+    /// `heldRoomStep`; given back (`.returnHeldRoom`) at the verdict, and by the executor at the close.
+    public private(set) var heldRoom = 0
+    /// Room for held bytes is taken this much at a time (one atomic operation per 16 KiB held, not per read).
+    public static let heldRoomStep = 16 * 1024
     /// The request head read so far.
     var requestHead = HeadReader(limit: RequestHeadParser.defaultLimit)
     /// Plain HTTP: the upstream has begun a response head, which must be complete within the request timeout.
     var responseHeadDeadline = false
+    /// How the head being read (the client's request, or the upstream's response) arrives: a few bytes per read, and
+    /// the side rests between reads (each read of a byte costs a wakeup and system calls, whatever the parsing).
+    var trickle = HeadTrickle()
 
     /// Each side's reading, buffering, relaying and holding state.
     var sides: PerSide<SideState>
@@ -154,6 +164,12 @@ public struct ConnectionMachine: Sendable {
             if phase == .relaying, !sides[side].feeding, sides[side].buffered > 0 { relay(from: side, &out) }
         case .decided(let decision):
             decided(decision, &out)
+        case .noHeldRoom:
+            guard phase == .relaying, inspecting else { return ignore(event, &out) }
+            inspecting = false
+            closedWithoutHeldRoom = true
+            out.append(.log(.warning, "no room for the bytes held until the verdict (--held-memory is taken): closed before any passed"))
+            close(resetting: [], &out)
         case .redial:
             dropUpstreamForProbe(&out)
         case .reconnect:
@@ -165,6 +181,12 @@ public struct ConnectionMachine: Sendable {
             spliceEnded(from, end, &out)
         case .timerFired(let idle):
             timerFired(idle: idle, &out)
+        case .rested(let side):
+            guard sides[side].pauses.contains(.trickling) else { return ignore(event, &out) }
+            resume(side, .trickling)
+            setReading(&out)
+            let read = side == .client ? requestHead.bytes.count : (exchange?.responseHead.bytes.count ?? 0)
+            if sides[side].buffered > read { readable(side, &out) }   // bytes buffered before the rest, not read yet
         case .peeked(let side, let bytes):
             switch phase {
             case .readingRequest where side == .client: readRequest(bytes, &out)
@@ -186,7 +208,8 @@ public struct ConnectionMachine: Sendable {
             refuse(error.status, error.detail, &out)
             return
         }
-        guard let (head, length) = parsed else { return }
+        guard let (head, length) = parsed else { return restIfTrickling(.client, read: bytes.count, &out) }
+        trickle = HeadTrickle()
         out.append(.consume(.client, length))
         sides[.client].buffered -= min(length, sides[.client].buffered)
         let request: ProxyRequest
@@ -303,6 +326,7 @@ public struct ConnectionMachine: Sendable {
         guard available > 0 else { return }
         if sides[side.other].pauses.contains(.notConnected) {   // redialing: nothing moves until the upstream is back
             if available >= sides[side].holdLimit, !sides[side].pauses.contains(.heldForVerdict) { pause(side, .heldForVerdict); setReading(&out) }
+            coverHeldBytes(&out)
             return
         }
         var count = available
@@ -310,6 +334,7 @@ public struct ConnectionMachine: Sendable {
             count = min(passing, available)
             sides[side].allowance = passing - count
             if available - count >= sides[side].holdLimit { pause(side, .heldForVerdict); setReading(&out) }
+            if available - count > 0 { coverHeldBytes(&out, relaying: (side, count)) }
         }
         guard count > 0 else { return }
         sides[side].buffered = available - count
@@ -317,6 +342,31 @@ public struct ConnectionMachine: Sendable {
         sides[side].relayed += count
         sides[side].streamRelayed += count
         out.append(.relay(from: side, count: count, eager: sides[side].relayed <= limits.eagerBytes))
+    }
+
+    /// Bytes held for the verdict, both sides together: those past a side's allowance, or all a side has while the
+    /// upstream is redialed. `relaying` are bytes about to leave `side`, not held.
+    func heldBytes(relaying: (side: Side, count: Int)? = nil) -> Int {
+        guard inspecting else { return 0 }
+        var held = 0
+        for side in [Side.client, .upstream] {
+            let buffered = sides[side].buffered - (relaying?.side == side ? relaying!.count : 0)
+            if sides[side.other].pauses.contains(.notConnected) {
+                held += buffered
+            } else if let allowance = sides[side].allowance {
+                held += max(0, buffered - allowance)
+            }
+        }
+        return held
+    }
+
+    /// Asks for room for the held bytes past the room taken so far, a step at a time.
+    private mutating func coverHeldBytes(_ out: inout [Action], relaying: (side: Side, count: Int)? = nil) {
+        let held = heldBytes(relaying: relaying)
+        guard held > heldRoom else { return }
+        let wanted = (held + Self.heldRoomStep - 1) / Self.heldRoomStep * Self.heldRoomStep
+        out.append(.takeHeldRoom(wanted - heldRoom))
+        heldRoom = wanted
     }
 
     /// After bytes were queued for `side` (or it drained): pause its source when full, and perhaps splice.
@@ -445,6 +495,7 @@ public struct ConnectionMachine: Sendable {
         case .release:
             inspecting = false
             for side in [Side.client, .upstream] { sides[side].endInspection() }
+            if heldRoom > 0 { heldRoom = 0; out.append(.returnHeldRoom) }
             resume(.upstream, .heldForVerdict)
             resume(.client, .heldForVerdict)
             setReading(&out)
@@ -530,6 +581,14 @@ public struct ConnectionMachine: Sendable {
     var idleLimit: Int {
         let halfClosed = sides[.client].pauses.contains(.ended) || sides[.upstream].pauses.contains(.ended)
         return halfClosed ? min(limits.halfClosedTimeoutMilliseconds, limits.idleTimeoutMilliseconds) : limits.idleTimeoutMilliseconds
+    }
+
+    /// After a read that left a head incomplete: when the head trickles in, `side` rests before its next read.
+    mutating func restIfTrickling(_ side: Side, read count: Int, _ out: inout [Action]) {
+        guard trickle.read(count), !sides[side].pauses.contains(.trickling) else { return }
+        pause(side, .trickling)
+        setReading(&out)
+        out.append(.rest(side, milliseconds: limits.tricklePauseMilliseconds))
     }
 
     /// Asks for the request head's bytes past those already read.

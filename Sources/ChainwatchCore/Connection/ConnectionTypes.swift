@@ -29,6 +29,9 @@ public enum PauseReason: Sendable, Hashable {
     case exchangeInProgress
     /// The proxy's own error answer is out; the client is read only to discard what it sends.
     case closing
+    /// A head arrives a few bytes per read: the side rests for `ConnectionLimits.tricklePauseMilliseconds` so
+    /// that the next read takes what came meanwhile (`HeadTrickle`).
+    case trickling
 }
 
 /// How one splice pump ended.
@@ -90,6 +93,8 @@ public struct ConnectionLimits: Sendable, Hashable {
     public var allowedPorts: Set<UInt16> = []
     /// Most interim (1xx) responses accepted before one final response.
     public var maxInterimResponses = 8
+    /// How long a side whose head trickles in rests between reads (`HeadTrickle`).
+    public var tricklePauseMilliseconds = 10
 
     public init() {}
 }
@@ -129,6 +134,7 @@ struct PauseSet: Sendable, Equatable {
         case .ended: 1 << 5
         case .exchangeInProgress: 1 << 6
         case .closing: 1 << 7
+        case .trickling: 1 << 8
         }
     }
 }

@@ -145,7 +145,8 @@ public struct BodyScanner: Sendable {
         }
     }
 
-    private static func hexValue(_ c: UInt8) -> UInt8? {
+    /// A hex digit's value (also the admin listener's `%XX` decoding).
+    static func hexValue(_ c: UInt8) -> UInt8? {
         switch c {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10

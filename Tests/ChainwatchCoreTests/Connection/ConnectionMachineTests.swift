@@ -139,10 +139,10 @@ import Testing
     @Test func serverBytesAreHeldUntilTheVerdictThenReleased() {
         var m = Self.established()
         #expect(m.handle(.readable(.upstream, buffered: 100)) == [.feedInspection(.upstream, from: 0)])
-        #expect(m.handle(.inspected(.upstream)) == [])
+        #expect(m.handle(.inspected(.upstream)) == [.takeHeldRoom(ConnectionMachine.heldRoomStep)])
         #expect(m.handle(.readable(.upstream, buffered: 150)) == [.feedInspection(.upstream, from: 100)])
         #expect(m.handle(.inspected(.upstream)) == [])
-        #expect(m.handle(.decided(.release)) == [.relay(from: .upstream, count: 150, eager: true)])
+        #expect(m.handle(.decided(.release)) == [.returnHeldRoom, .relay(from: .upstream, count: 150, eager: true)])
         // After the verdict nothing is fed: bytes go straight through.
         _ = m.handle(.queued(.client, 0))
         #expect(m.handle(.readable(.upstream, buffered: 10)) == [.relay(from: .upstream, count: 10, eager: true)])
@@ -169,11 +169,11 @@ import Testing
         var m = Self.established()
         _ = m.handle(.readable(.upstream, buffered: 80))
         _ = m.handle(.hold(.upstream, passingUpTo: 50))
-        #expect(m.handle(.inspected(.upstream)) == [.relay(from: .upstream, count: 50, eager: true)])
+        #expect(m.handle(.inspected(.upstream)) == [.takeHeldRoom(ConnectionMachine.heldRoomStep), .relay(from: .upstream, count: 50, eager: true)])
         _ = m.handle(.queued(.client, 0))
         #expect(m.handle(.readable(.upstream, buffered: 90)) == [.feedInspection(.upstream, from: 30)])
         #expect(m.handle(.inspected(.upstream)) == [])
-        #expect(m.handle(.decided(.release)) == [.relay(from: .upstream, count: 90, eager: true)])
+        #expect(m.handle(.decided(.release)) == [.returnHeldRoom, .relay(from: .upstream, count: 90, eager: true)])
     }
 
     @Test func alertRulesStopHoldingOnceTheClientHelloIsRead() {
@@ -188,9 +188,9 @@ import Testing
         limits.holdLimit = 1000
         var m = Self.established(limits)
         _ = m.handle(.readable(.upstream, buffered: 1200))
-        #expect(m.handle(.inspected(.upstream)) == [.setReading(.upstream, false)])
+        #expect(m.handle(.inspected(.upstream)) == [.setReading(.upstream, false), .takeHeldRoom(ConnectionMachine.heldRoomStep)])
         #expect(m.isPaused(.upstream, for: .heldForVerdict))
-        #expect(m.handle(.decided(.release)) == [.setReading(.upstream, true), .relay(from: .upstream, count: 1200, eager: true)])
+        #expect(m.handle(.decided(.release)) == [.returnHeldRoom, .setReading(.upstream, true), .relay(from: .upstream, count: 1200, eager: true)])
     }
 
     /// A large Certificate message with room: the inspection raises that side's hold limit; reading resumes, and
@@ -200,7 +200,7 @@ import Testing
         limits.holdLimit = 1000
         var m = Self.established(limits)
         _ = m.handle(.readable(.upstream, buffered: 1200))
-        #expect(m.handle(.inspected(.upstream)) == [.setReading(.upstream, false)])
+        #expect(m.handle(.inspected(.upstream)) == [.setReading(.upstream, false), .takeHeldRoom(ConnectionMachine.heldRoomStep)])
         #expect(m.handle(.holdUpTo(.upstream, bytes: 900)) == [])
         #expect(m.isPaused(.upstream, for: .heldForVerdict))
         #expect(m.handle(.holdUpTo(.upstream, bytes: 5000)) == [.setReading(.upstream, true)])
@@ -209,7 +209,7 @@ import Testing
         #expect(m.handle(.inspected(.upstream)) == [])   // under the new limit: still read
         _ = m.handle(.readable(.upstream, buffered: 5100))
         #expect(m.handle(.inspected(.upstream)) == [.setReading(.upstream, false)])
-        #expect(m.handle(.decided(.release)) == [.setReading(.upstream, true), .relay(from: .upstream, count: 5100, eager: true)])
+        #expect(m.handle(.decided(.release)) == [.returnHeldRoom, .setReading(.upstream, true), .relay(from: .upstream, count: 5100, eager: true)])
     }
 
     @Test func aFullOutputPausesTheReaderUntilItDrains() {
@@ -336,7 +336,7 @@ import Testing
         var m = established(limits)
         #expect(m.handle(.readable(.client, buffered: 300)) == [.feedInspection(.client, from: 0)])
         let out = m.handle(.redial)
-        #expect(m.handle(.inspected(.client)) == [], "the client's bytes must wait for the upstream connection")
+        #expect(m.handle(.inspected(.client)) == [.takeHeldRoom(ConnectionMachine.heldRoomStep)], "the client's bytes must wait for the upstream connection")
         return (m, out)
     }
 
@@ -412,7 +412,8 @@ import Testing
         var (m, _) = Self.redialing(limits)
         let out = m.handle(.readable(.client, buffered: limits.holdLimit + 1))
         #expect(out == [.feedInspection(.client, from: 300)])
-        #expect(m.handle(.inspected(.client)) == [.setReading(.client, false)])
+        // 256 KiB + 1 held: room up to the next step past it (16 KiB were taken for the first 300 bytes).
+        #expect(m.handle(.inspected(.client)) == [.setReading(.client, false), .takeHeldRoom(limits.holdLimit)])
         #expect(m.isPaused(.client, for: .heldForVerdict))
         _ = m.handle(.reconnect)
         let up = m.handle(.connected)

@@ -1,0 +1,43 @@
+import Synchronization
+
+/// The bytes all tunnels together may hold while their verdicts are pending (`--held-memory`): one budget for the
+/// process, shared by every event loop through atomics (no lock). A tunnel takes room as what it holds grows (its
+/// machine's `.takeHeldRoom`) and gives it all back at its verdict or its close; a tunnel that finds no room is closed
+/// before its held bytes pass (`.noHeldRoom`). Without it a hostile server made each tunnel it answered hold about
+/// 0.7 MiB until the verdict deadline, and enough such tunnels took the process past its memory limit (issue 26).
+public final class HeldBytesBudget: Sendable {
+    /// Bytes all tunnels may hold at once.
+    public let capacity: Int
+    private let used = Atomic<Int>(0)
+    private let refusals = Atomic<Int>(0)
+
+    /// The default: 256 MiB of held bytes, about 1 000 tunnels holding the most one may (`ConnectionLimits.holdLimit`),
+    /// or some 700 MiB of resident memory with the copies their inspections read (deploy/README.md).
+    public static let defaultCapacity = 256 << 20
+
+    public init(capacity: Int) { self.capacity = max(0, capacity) }
+
+    /// Takes `bytes` of room when that many are free (and counts a refusal when not).
+    public func take(_ bytes: Int) -> Bool {
+        precondition(bytes >= 0, "negative room")
+        var current = used.load(ordering: .relaxed)
+        while true {
+            guard bytes <= capacity - current else {
+                refusals.add(1, ordering: .relaxed)
+                return false
+            }
+            let (exchanged, original) = used.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+    }
+
+    /// Gives back room taken with `take`.
+    public func giveBack(_ bytes: Int) {
+        precondition(bytes >= 0, "negative room")
+        used.subtract(bytes, ordering: .relaxed)
+    }
+
+    /// Bytes taken now, and the requests refused since start (for `/metrics`).
+    public var usage: (used: Int, refused: Int) { (used.load(ordering: .relaxed), refusals.load(ordering: .relaxed)) }
+}

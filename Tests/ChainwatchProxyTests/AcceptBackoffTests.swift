@@ -1,0 +1,34 @@
+import ChainwatchEventLoop
+import Testing
+
+/// Out of descriptors, an accept loop pauses and logs once per burst (issue 26, item 10: the admin listener logged a
+/// warning per attempt, 2.9 million lines in 10 s, and spun).
+@Suite struct AcceptBackoffTests {
+    @Test func oneLinePerBurstAndLongerPausesWhileItLasts() {
+        var b = AcceptBackoff()
+        let first = b.failed("Too many open files")
+        #expect(first.pauseMilliseconds == 100)
+        #expect(first.log?.hasPrefix("cannot accept: Too many open files;") == true)
+        var lines = 0
+        var pauses: [Int] = []
+        for _ in 0..<10_000 {
+            let (pause, log) = b.failed("Too many open files")
+            if log != nil { lines += 1 }
+            pauses.append(pause)
+        }
+        #expect(lines == 0)
+        #expect(Array(pauses.prefix(6)) == [200, 400, 800, 1_600, 1_600, 1_600])
+        #expect(pauses.allSatisfy { $0 >= 100 }, "never retried at once")
+        b.accepted()
+        let next = b.failed("Too many open files")
+        #expect(next.pauseMilliseconds == 100)
+        #expect(next.log?.contains("10001 failed attempt(s) in the last burst") == true)
+    }
+
+    @Test func acceptingWithoutFailuresSaysNothing() {
+        var b = AcceptBackoff()
+        b.accepted()
+        #expect(b.failuresInBurst == 0)
+        #expect(b.failed("x").log?.contains("last burst") == false)
+    }
+}
