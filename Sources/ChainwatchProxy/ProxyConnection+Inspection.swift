@@ -53,6 +53,8 @@ extension ProxyConnection {
         }
         if let line = decision.finding {
             inspector.report(line.verdict, evidence: line.evidence, rule: line.rule, tunnel: line.facts, nowMilliseconds: now)
+            access.admission = InspectionOutcome(action: line.verdict.deciding?.action, reason: line.verdict.deciding?.reason,
+                                                 evidence: line.evidence?.source)
         }
         return decision.refusal
     }

@@ -286,11 +286,14 @@ final class ProxyConnection: ConnectionDelegate {
     /// Closes both sides and leaves the worker. Idempotent.
     private func close() {
         guard client.isOpen || upstream != nil else { return }
-        if access.requestLine != nil {   // a request (or tunnel) in progress; a keep-alive client idle between requests has none
-            logAccess(kind: closeOutcome == .refused ? .refused : (closeOutcome == .http ? .http : .tunnel))
-        }
+        // A request (or tunnel) in progress; a keep-alive client idle between requests has none. Its line is written
+        // once the inspection has heard of the close, which can decide it (a flight that ended short).
+        let record = access.requestLine == nil ? nil
+            : accessRecord(kind: closeOutcome == .refused ? .refused : (closeOutcome == .http ? .http : .tunnel))
+        let inspection = self.inspection
         inspection?.tunnelClosed()
-        inspection = nil
+        self.inspection = nil
+        if let record { writeAccess(record, inspection: inspection) }
         timer.cancel()
         for pump in pumps.values { pump.close() }
         pumps.removeAll()

@@ -43,6 +43,11 @@ final class TunnelInspection {
     var handshakeFacts: ConnectionFacts { machine.facts }
     /// The verdict, for the access line; nil before it (or when the tunnel ended before one was needed).
     var outcome: InspectionOutcome? { machine.outcome }
+    /// Whether a verdict is still on its way (a probe or a judgement the tunnel did not wait for).
+    var awaitsVerdict: Bool { !machine.isFinished }
+    /// Called once with the verdict and the handshake facts when it comes after the tunnel's access line was written
+    /// (`ProxyConnection.writeAccess`), on this loop.
+    var lateVerdict: ((InspectionOutcome?, ConnectionFacts) -> Void)?
 
     func start() { run(machine.start()) }
 
@@ -106,6 +111,10 @@ final class TunnelInspection {
                 facts.clientJA4 = machine.watch.clientHello.map(inspector.ja4)
             }
             inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds)
+            if let lateVerdict {
+                self.lateVerdict = nil
+                lateVerdict(machine.outcome, facts)
+            }
         case .markKnownBad(let finding, let rule, let evidence, let facts):
             inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: finding, ruleName: rule.name, rule: rule.identity, evidence: evidence?.withNames(),
