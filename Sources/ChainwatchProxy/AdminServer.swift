@@ -114,6 +114,7 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
                 ("host", .string(mark.upstream.host)), ("port", .int(Int64(mark.upstream.port))),
                 ("reason", .string(mark.mark.finding.reason.rawValue)), ("detail", .string(mark.mark.finding.detail)),
                 ("rule", .string(mark.mark.ruleName)), ("expires_in_seconds", .int((mark.mark.expires - now + 999) / 1000)),
+                ("refusals", .int(Int64(mark.mark.refusals))),
             ])
         }
         w.field("known_bad", JSONValue.array(marks))
@@ -163,6 +164,12 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         let verdicts = inspector.verdicts.map { key, n in (labels: key.labels, n: n) }
         for (labels, n) in verdicts.sorted(by: { a, b in [a.labels.action, a.labels.reason, a.labels.evidence].lexicographicallyPrecedes([b.labels.action, b.labels.reason, b.labels.evidence]) }) {
             m.sample("chainwatch_verdicts_total", ["action": labels.action, "reason": labels.reason, "evidence": labels.evidence], n)
+        }
+
+        m.family("chainwatch_known_bad_refusals_total", .counter,
+                 "403s answered for upstreams marked known-bad, by the reason of the finding that marked them: refusals, not findings (that finding was counted once in chainwatch_verdicts_total).")
+        for (reason, n) in inspector.knownBadRefusals.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            m.sample("chainwatch_known_bad_refusals_total", ["reason": reason.rawValue], n)
         }
 
         let spot = inspector.spotChecker.totals

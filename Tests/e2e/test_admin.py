@@ -175,6 +175,13 @@ def test_state_shows_a_known_bad_mark_and_clearing_it_ends_the_403(admin_proxy, 
         assert 0 < marks[0]["expires_in_seconds"] <= 300
         got, _, body = raw_request(p.port, f"CONNECT genuine.test:{forged.port} HTTP/1.1\r\n\r\n".encode())
         assert got == 403 and b"untrusted_chain" in body
+        assert f"chainwatch ctl clear-known-bad genuine.test:{forged.port}".encode() in body and b"s more" in body
+        got, _, _ = raw_request(p.port, f"CONNECT genuine.test:{forged.port} HTTP/1.1\r\n\r\n".encode())
+        # Refusals are counted on the mark and in their own metric, not as findings (issue 27).
+        assert json.loads(admin_get(p.admin_port, "/state")[1])["known_bad"][0]["refusals"] == 2
+        m = admin_get(p.admin_port, "/metrics")[1]
+        assert 'chainwatch_known_bad_refusals_total{reason="untrusted_chain"} 2' in m
+        assert not [l for l in m.splitlines() if l.startswith("chainwatch_verdicts_total") and 'evidence="cache"' in l], m
 
         assert ctl(p.admin_port, "clear-known-bad", "genuine.test:1").stdout == b'{"cleared":0}\n'   # another port
         r = ctl(p.admin_port, "clear-known-bad", f"genuine.test:{forged.port}")

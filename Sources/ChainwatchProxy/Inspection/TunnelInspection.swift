@@ -61,10 +61,12 @@ final class TunnelInspection {
     // MARK: - Actions
 
     private func run(_ actions: [InspectionMachine.Action]) {
-        for action in actions { execute(action) }
+        // A finding that marks its upstream says so in its line (until when, how to clear it): the mark follows it.
+        let marks = actions.contains { if case .markKnownBad = $0 { true } else { false } }
+        for action in actions { execute(action, marks: marks) }
     }
 
-    private func execute(_ action: InspectionMachine.Action) {
+    private func execute(_ action: InspectionMachine.Action, marks: Bool) {
         switch action {
         case .connection(let event):
             tellConnection(event)
@@ -110,7 +112,8 @@ final class TunnelInspection {
             if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
                 facts.clientJA4 = machine.watch.clientHello.map(inspector.ja4)
             }
-            inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds)
+            inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds,
+                             marksKnownBad: marks)
             if let lateVerdict {
                 self.lateVerdict = nil
                 lateVerdict(machine.outcome, facts)
