@@ -15,7 +15,8 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
     private let server: ProxyServer
     private let reloader: PolicyReloader
     private let logger: Logger
-    private let started = Date()
+    /// Which process answers: `GET /process`, `/state`, `/metrics` and `chainwatch ctl` all say it.
+    public let identity: ProcessIdentity
 
     /// Binds `address` (errors surface here) and serves on a new thread.
     public init(address: SocketAddress, server: ProxyServer, reloader: PolicyReloader, logger: Logger) throws {
@@ -23,6 +24,7 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         self.reloader = reloader
         self.logger = logger
         loop = try EventLoop(index: -2)
+        identity = ProcessIdentity(listen: "\(server.configuration.listen)")
         http = try HTTPServer(loop: loop, address: address) { [unowned self] request in self.respond(request) }
         let thread = Thread { [loop] in loop.run() }
         thread.name = "chainwatch-admin"
@@ -58,6 +60,8 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
                                  : HTTPServer.Response(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
         case ("GET", "/state"):
             return json(200, state())
+        case ("GET", "/process"):
+            return json(200, identity.json(admin: "\(address)"))
         case ("POST", "/known-bad/clear"):
             let port = request.query["port"].flatMap { UInt16($0) }
             if request.query["port"] != nil, port == nil { return HTTPServer.Response(status: 400, text: "port: not a port number\n") }
@@ -73,12 +77,12 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
             let cleared = server.inspector.prober.removeAll()
             logger.notice("admin: cleared \(cleared) cached probe result(s)")
             return json(200, cleared: cleared)
-        case (_, "/metrics"), (_, "/healthz"), (_, "/readyz"), (_, "/state"):
+        case (_, "/metrics"), (_, "/healthz"), (_, "/readyz"), (_, "/state"), (_, "/process"):
             return HTTPServer.Response(status: 405, text: "use GET\n")
         case (_, "/known-bad/clear"), (_, "/verdicts/clear"), (_, "/probes/clear"):
             return HTTPServer.Response(status: 405, text: "use POST\n")
         default:
-            return HTTPServer.Response(status: 404, text: "not found: GET /metrics /healthz /readyz /state; POST /known-bad/clear[?host=H[&port=P]] /verdicts/clear /probes/clear\n")
+            return HTTPServer.Response(status: 404, text: "not found: GET /metrics /healthz /readyz /state /process; POST /known-bad/clear[?host=H[&port=P]] /verdicts/clear /probes/clear\n")
         }
     }
 
@@ -101,6 +105,9 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let policyStatus = reloader.status
         var w = JSONWriter()
+        w.field("process", JSONValue.object([("pid", .int(Int64(identity.pid))), ("listen", .string(identity.listen)),
+                                             ("admin", .string("\(address)")),
+                                             ("start_time", .string(identity.startTimeText))]))
         w.object("policy") { p in
             p.field("source", snapshot.source)
             p.field("sha256", policyStatus.digest.isEmpty ? nil : policyStatus.digest)
@@ -140,8 +147,12 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         var m = PrometheusText()
         m.family("chainwatch_build_info", .gauge, "The running chainwatch's version (the value is 1).")
         m.sample("chainwatch_build_info", ["version": Observer.version], 1)
-        m.family("chainwatch_start_time_seconds", .gauge, "When the process started, seconds since the epoch.")
-        m.sample("chainwatch_start_time_seconds", [:], started.timeIntervalSince1970.rounded())
+        m.family("chainwatch_process_info", .gauge, "Which process answers (the value is 1): its pid, proxy listen address and admin address, as chainwatch ctl shows them.")
+        m.sample("chainwatch_process_info", ["pid": String(identity.pid), "listen": identity.listen, "admin": "\(address)"], 1)
+        m.family("chainwatch_start_time_seconds", .gauge, "When the process started, seconds since the epoch (process_start_time_seconds).")
+        m.sample("chainwatch_start_time_seconds", [:], identity.startTimeSeconds)
+        m.family("process_start_time_seconds", .gauge, "Start time of the process since unix epoch in seconds.")
+        m.sample("process_start_time_seconds", [:], identity.startTimeSeconds)
 
         m.family("chainwatch_connections_open", .gauge, "Client connections open now.")
         m.sample("chainwatch_connections_open", [:], stats.openConnections.load(ordering: .relaxed))
@@ -274,9 +285,48 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
     }
 }
 
+/// Which process this is: so `chainwatch ctl`, which finds a proxy by its admin address, shows what it reached (two
+/// proxies on one host cannot both have the default admin address).
+public struct ProcessIdentity: Sendable {
+    public let pid: Int32
+    public let listen: String
+    /// When the process started, seconds since the epoch (from /proc, as Prometheus clients read it; else now).
+    public let startTimeSeconds: Double
+
+    init(listen: String) {
+        pid = getpid()
+        self.listen = listen
+        startTimeSeconds = ProcessFacts.startTimeSeconds() ?? Date().timeIntervalSince1970.rounded()
+    }
+
+    public var startTimeText: String { AlertRecord.timestamp(Int64(startTimeSeconds * 1000)) }
+
+    func json(admin: String) -> String {
+        var w = JSONWriter()
+        w.field("pid", Int(pid))
+        w.field("listen", listen)
+        w.field("admin", admin)
+        w.field("start_time", startTimeText)
+        w.field("start_time_seconds", Int(startTimeSeconds))
+        w.field("version", Observer.version)
+        return w.text
+    }
+}
+
 /// The standard `process_*` metrics, from /proc/self.
 struct ProcessFacts {
     var cpuSeconds = 0.0, residentBytes = 0, openFDs = 0, maxFDs = 0
+
+    /// The process's start: /proc/self/stat's starttime (clock ticks after boot) plus /proc/stat's btime.
+    static func startTimeSeconds() -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8), let close = stat.lastIndex(of: ")"),
+              let system = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let btimeLine = system.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
+              let boot = Double(btimeLine.dropFirst(6)) else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 19, let ticks = Double(fields[19]) else { return nil }
+        return (boot + ticks / Double(sysconf(Int32(_SC_CLK_TCK)))).rounded()
+    }
 
     static func read() -> ProcessFacts {
         var facts = ProcessFacts()

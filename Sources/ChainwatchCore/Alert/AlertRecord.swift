@@ -31,7 +31,7 @@ public struct AlertRecord: Sendable {
     }
 
     /// RFC 3339 with milliseconds, UTC.
-    static func timestamp(_ ms: Int64) -> String {
+    public static func timestamp(_ ms: Int64) -> String {
         let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
         var text = Array(UnixTime(seconds: seconds).rfc3339.utf8)   // ends in "Z"
         let millis = ms - seconds * 1000
