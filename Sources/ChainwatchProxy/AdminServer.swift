@@ -270,6 +270,8 @@ public final class AdminServer: @unchecked Sendable {   // its HTTP server lives
         let snapshot = inspector.policies.snapshot
         m.family("chainwatch_policy_info", .gauge, "The policy in force (the value is 1): its source, the SHA-256 of its file, its generation.")
         m.sample("chainwatch_policy_info", ["source": snapshot.source, "sha256": policy.digest, "generation": String(snapshot.generation)], 1)
+        m.family("chainwatch_policy_generation", .gauge, "The policy's generation: 1 at start, one more per reload that loaded.")
+        m.sample("chainwatch_policy_generation", [:], snapshot.generation)
         m.family("chainwatch_policy_reloads_total", .counter, "Policy reloads, by result (loaded, rejected: the old policy stayed).")
         m.sample("chainwatch_policy_reloads_total", ["result": "loaded"], policy.reloads)
         m.sample("chainwatch_policy_reloads_total", ["result": "rejected"], policy.rejected)
