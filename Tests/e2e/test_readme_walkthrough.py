@@ -27,6 +27,12 @@ def test_readme_walkthrough_blocks_a_tls13_interception(tmp_path):
     script = script.replace("$B/chainwatch run ", f"$B/chainwatch run --listen 127.0.0.1:{proxy_port} ")
     _, out = run_script(script, ROOT, timeout=90)
     assert "<HTML>" in out, f"no genuine page through the proxy:\n{out[-3000:]}"
+    assert "% Total" not in out, "a curl without -s drew its progress meter"
+    # What `tail -f` printed as the line was written (before the 403's curl: issue 27, it printed nothing).
+    shown = [json.loads(l) for l in out.splitlines() if l.startswith('{"@timestamp"')]
+    assert [(l["event"]["reason"], l["chainwatch"]["evidence"]) for l in shown] == [("root_mismatch", "probe")], out[-3000:]
+    assert out.index('{"@timestamp"') < out.index("response 403"), "the line was not shown when it was written"
+    assert shown[0]["chainwatch"]["known_bad"]["clear"] == f"chainwatch ctl clear-known-bad genuine.test:{server_port}"
     assert "curl: (35)" in out, f"the intercepted handshake was not cut:\n{out[-3000:]}"
     assert "response 403" in out, f"no 403 for the known-bad upstream:\n{out[-3000:]}"
     # The proxy writes its lines before it exits (`wait $PROXY`).
