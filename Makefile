@@ -4,13 +4,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates zlib1g-dev libbrotli-dev libzstd-dev
 TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin gnutls-bin chromium prometheus
 ARGS ?=
+# The commit `--version` shows (Package.swift reads it at build time); none outside a git checkout.
+export CHAINWATCH_COMMIT ?= $(shell git -C $(CURDIR) rev-parse --short=12 HEAD 2>/dev/null)
 # make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.
 FUZZ_TIME ?= 180
 FUZZ_RUNS ?=
 FUZZ_SMOKE_TIME ?= 8
 # make image: the image's name, what builds and runs it, and podman's options (see deploy/README.md).
 IMAGE_DEPS := mmdebstrap podman
-IMAGE ?= localhost/chainwatch:$(shell .build/release/chainwatch --version 2>/dev/null || echo dev)
+IMAGE ?= localhost/chainwatch:$(shell .build/release/chainwatch --version 2>/dev/null | cut -d' ' -f1 || echo dev)
 PODMAN_FLAGS ?=
 PODMAN_RUN_FLAGS ?=
 

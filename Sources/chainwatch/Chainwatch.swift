@@ -1,4 +1,5 @@
 import ArgumentParser
+import CBuildInfo
 import ChainwatchCore
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
@@ -11,10 +12,13 @@ struct Chainwatch: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chainwatch",
         abstract: "A man-in-the-middle detection proxy: forwards CONNECT tunnels unchanged and checks every server's certificate chain against a policy.",
-        version: Observer.version,
+        version: versionText,
         subcommands: [Run.self, Pin.self, Policy.self, Ctl.self, Selftest.self],
         defaultSubcommand: Run.self)
 }
+
+/// `--version`: the release, and the commit when the build was given one (`make build`).
+let versionText = Observer.version + (String(cString: c_chainwatch_commit()).isEmpty ? "" : " (commit \(String(cString: c_chainwatch_commit())))")
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the proxy (the default command).")
