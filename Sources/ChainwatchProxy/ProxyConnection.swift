@@ -46,7 +46,7 @@ final class ProxyConnection: ConnectionDelegate {
     /// handler re-renders its metadata on every set, which cost more per tunnel than parsing the request did.
     private var logger: Logger {
         var logger = worker.logger
-        logger[metadataKey: "tunnel.id"] = "\(id)"
+        logger[metadataKey: "tunnel.id"] = "\(ConnectionFacts.tunnelID(id))"
         logger[metadataKey: "source.ip"] = "\(clientAddress.ip)"
         if let target = machine.target {
             logger[metadataKey: "destination.domain"] = "\(target.host)"

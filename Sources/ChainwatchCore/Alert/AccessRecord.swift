@@ -111,7 +111,7 @@ public struct AccessRecord: Sendable {
         w.object("chainwatch") { c in
             c.field("verdict", verdict)
             c.field("evidence", evidence)
-            c.field("tunnel_id", String(connection.id))
+            c.field("tunnel_id", connection.tunnelID)
             c.object("close") { $0.field("reason", closeReason.rawValue) }
         }
         return w.text

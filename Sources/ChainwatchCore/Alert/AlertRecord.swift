@@ -87,7 +87,7 @@ public struct AlertRecord: Sendable {
             c.field("verdict", action.rawValue)
             c.object("client") { $0.field("ja4", connection.clientJA4) }   // ECS has no JA4 field (it has ja3)
             c.object("probe") { $0.field("ja4", connection.probeJA4) }
-            c.field("tunnel_id", String(connection.id))
+            c.field("tunnel_id", connection.tunnelID)
             c.field("rule", rule.name)
             c.field("reason", finding.reason.rawValue)
             c.field("level", finding.level?.rawValue)

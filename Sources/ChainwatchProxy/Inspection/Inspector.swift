@@ -210,7 +210,7 @@ public final class Inspector: Sendable {
         let (admitted, suppressed) = noticeThrottle.withLock { $0.admit(key, now: nowMilliseconds) }
         guard admitted else { return }
         var logger = logger
-        logger[metadataKey: "tunnel.id"] = "\(tunnel.id)"
+        logger[metadataKey: "tunnel.id"] = "\(tunnel.tunnelID)"
         let more = suppressed > 0 ? " (and \(suppressed) more like it since the last such line: see the alert log)" : ""
         logger.notice("\(key): \(deciding.detail)\(more)")
     }
