@@ -55,11 +55,11 @@ struct Ctl: ParsableCommand {
         case "clear-known-bad":
             var path = "/known-bad/clear"
             if let target {
-                let parts = target.split(separator: ":", maxSplits: 1)
-                path += "?host=" + Self.encode(String(parts[0]))
-                if parts.count == 2 {
-                    guard UInt16(parts[1]) != nil else { throw ValidationError("\(target): the port is not a number") }
-                    path += "&port=" + parts[1]
+                let (host, port) = Self.hostAndPort(target)
+                path += "?host=" + Self.encode(host)
+                if let port {
+                    guard UInt16(port) != nil else { throw ValidationError("\(target): the port is not a number") }
+                    path += "&port=" + port
                 }
             }
             try show("POST", path)
@@ -97,6 +97,17 @@ struct Ctl: ParsableCommand {
             throw ExitCode(1)
         }
         return status
+    }
+
+    /// `HOST`, `HOST:PORT`, `[V6]:PORT`, or a bare IPv6 address (more than one colon: no port).
+    static func hostAndPort(_ target: String) -> (host: String, port: String?) {
+        if target.hasPrefix("["), let close = target.firstIndex(of: "]") {
+            let host = String(target[target.index(after: target.startIndex)..<close])
+            let rest = target[target.index(after: close)...]
+            return (host, rest.hasPrefix(":") ? String(rest.dropFirst()) : nil)
+        }
+        let parts = target.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 2 ? (String(parts[0]), String(parts[1])) : (target, nil)
     }
 
     static func encode(_ text: String) -> String {

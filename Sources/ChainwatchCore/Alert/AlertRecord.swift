@@ -27,7 +27,7 @@ public struct AlertRecord: Sendable {
 
     /// How `chainwatch ctl clear-known-bad` names an upstream.
     public static func clearCommand(host: String, port: UInt16) -> String {
-        "chainwatch ctl clear-known-bad \(host.contains(":") ? host : "\(host):\(port)")"
+        "chainwatch ctl clear-known-bad \(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
 
     /// RFC 3339 with milliseconds, UTC.

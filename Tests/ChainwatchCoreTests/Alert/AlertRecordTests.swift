@@ -153,7 +153,7 @@ import Testing
         #expect(chainwatch["next"] as? String == Reason.rootMismatch.nextStep)
         r.knownBadUntilMilliseconds = nil
         #expect(!r.jsonLine.contains("known_bad"))
-        #expect(AlertRecord.clearCommand(host: "2001:db8::1", port: 443) == "chainwatch ctl clear-known-bad 2001:db8::1")
+        #expect(AlertRecord.clearCommand(host: "2001:db8::1", port: 443) == "chainwatch ctl clear-known-bad [2001:db8::1]:443")
     }
 
     @Test func hashTextEncodings() {
