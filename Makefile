@@ -2,15 +2,17 @@
 SHELL := /bin/bash
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 BUILD_DEPS := libevent-dev libssl-dev pkg-config ca-certificates zlib1g-dev libbrotli-dev libzstd-dev
-TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin gnutls-bin chromium
+TEST_DEPS := curl openssl nginx-light gcc python3 python3-pytest python3-cryptography python3-prometheus-client python3-yaml procps tinyproxy systemd man-db librsvg2-bin gnutls-bin chromium prometheus
 ARGS ?=
+# The commit `--version` shows (Package.swift reads it at build time); none outside a git checkout.
+export CHAINWATCH_COMMIT ?= $(shell git -C $(CURDIR) rev-parse --short=12 HEAD 2>/dev/null)
 # make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.
 FUZZ_TIME ?= 180
 FUZZ_RUNS ?=
 FUZZ_SMOKE_TIME ?= 8
 # make image: the image's name, what builds and runs it, and podman's options (see deploy/README.md).
 IMAGE_DEPS := mmdebstrap podman
-IMAGE ?= localhost/chainwatch:$(shell .build/release/chainwatch --version 2>/dev/null || echo dev)
+IMAGE ?= localhost/chainwatch:$(shell .build/release/chainwatch --version 2>/dev/null | cut -d' ' -f1 || echo dev)
 PODMAN_FLAGS ?=
 PODMAN_RUN_FLAGS ?=
 
@@ -20,6 +22,7 @@ PODMAN_RUN_FLAGS ?=
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
 MANDIR ?= $(PREFIX)/share/man/man1
+DOCDIR ?= $(PREFIX)/share/doc/chainwatch
 SYSCONFDIR ?= /etc
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 
@@ -70,17 +73,19 @@ e2e: test-deps build
 	CHAINWATCH_BIN=$(CURDIR)/.build/release/chainwatch CHAINWATCH_BENCH_BIN=$(CURDIR)/.build/release/chainwatch-bench \
 	  python3 -m pytest -q Tests/e2e $(ARGS)
 
-# Manual pages from the commands' own help (swift-argument-parser's generate-manual plugin).
+# Manual pages from the commands' own help (every option with its default) and the sections written by hand in
+# deploy/man (FILES, SIGNALS, EXIT STATUS, EXAMPLES, SEE ALSO).
 man: build
-	mkdir -p .build/man
-	swift package --allow-writing-to-directory .build/man generate-manual --output-directory .build/man
+	python3 deploy/man/make-man.py .build/release .build/man
 
-# The binaries, manual pages, systemd unit (paths filled in), default policy (kept if one is there) and logrotate.
+# The binaries, manual pages, the policy reference and README (share/doc), systemd unit (paths filled in), default policy (kept if one is there) and logrotate.
 install: man
 	install -Dm755 .build/release/chainwatch $(DESTDIR)$(BINDIR)/chainwatch
 	install -Dm755 .build/release/chainwatch-bench $(DESTDIR)$(BINDIR)/chainwatch-bench
 	install -Dm644 .build/man/chainwatch.1 $(DESTDIR)$(MANDIR)/chainwatch.1
 	install -Dm644 .build/man/chainwatch-bench.1 $(DESTDIR)$(MANDIR)/chainwatch-bench.1
+	install -Dm644 policies/REFERENCE.md $(DESTDIR)$(DOCDIR)/policy-reference.md
+	install -Dm644 README.md $(DESTDIR)$(DOCDIR)/README.md
 	mkdir -p $(DESTDIR)$(UNITDIR)
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' deploy/chainwatch.service.in > $(DESTDIR)$(UNITDIR)/chainwatch.service
 	chmod 644 $(DESTDIR)$(UNITDIR)/chainwatch.service

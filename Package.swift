@@ -1,6 +1,12 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
+// The git commit `make build` passes (CHAINWATCH_COMMIT), shown by `--version` and `/metrics`; a build without it
+// (plain `swift build`, a tree without git) says none. Only letters, digits and `-` are taken.
+let commit = Context.environment["CHAINWATCH_COMMIT"].flatMap { value in
+    !value.isEmpty && value.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" } ? value : nil
+}
+
 let package = Package(
     name: "chainwatch",
     platforms: [.macOS(.v15)],
@@ -44,6 +50,7 @@ let package = Package(
         .target(name: "ChainwatchOpenSSL", dependencies: ["COpenSSL", "ChainwatchCore", "ChainwatchLock"]),
         .target(name: "ChainwatchEventLoop", dependencies: ["CLibevent", "ChainwatchLock"]),
         .target(name: "ChainwatchProcess"),
+        .target(name: "CBuildInfo", cSettings: commit.map { [.define("CHAINWATCH_COMMIT", to: "\"\($0)\"")] } ?? []),
         .target(name: "ChainwatchPolicyFile", dependencies: ["ChainwatchCore", "ChainwatchOpenSSL", .product(name: "Yams", package: "Yams")]),
 
         // The server.
@@ -54,12 +61,12 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "chainwatch", dependencies: [
-            "ChainwatchProxy", "ChainwatchPolicyFile", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchProcess",
+            "ChainwatchProxy", "ChainwatchPolicyFile", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchProcess", "CBuildInfo",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "chainwatch-bench", dependencies: [
-            "CLibevent", "COpenSSL", "ChainwatchProcess",
+            "CLibevent", "COpenSSL", "ChainwatchProcess", "ChainwatchCore", "CBuildInfo",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),

@@ -179,7 +179,10 @@ for path in sorted(glob.glob(os.path.join(out, "*.json"))):
                 "p50": (kind.get("latencyMicros") or {}).get("p50"), "p99": (kind.get("latencyMicros") or {}).get("p99"),
                 "cpu/1k": p.get("cpuSecondsPer1000Connections"), "cpu/GiB": p.get("cpuSecondsPerGiB"),
                 "KiB/tunnel": p.get("rssKiBPerIdleTunnel"), "failed": kind["failed"]}
-def fmt(v): return "-" if v is None else (f"{v:.3g}" if isinstance(v, float) else str(v))
+def fmt(v):   # 1083, not 1.08e+03: three significant digits below 100, whole numbers above
+    if v is None: return "-"
+    if not isinstance(v, float): return str(v)
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
 for (scenario, tls, kind), targets in rows.items():
     metric = {"handshake": "conn/s", "bulk": "MB/s", "idle": "KiB/tunnel"}[kind]
     print(f"\n== {scenario} [{kind}] TLS {tls}")

@@ -18,7 +18,8 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
     private let server: ProxyServer
     private let reloader: PolicyReloader
     private let logger: Logger
-    private let started = Date()
+    /// Which process answers: `GET /process`, `/state`, `/metrics` and `chainwatch ctl` all say it.
+    public let identity: ProcessIdentity
 
     /// Binds `address` (errors surface here; no SO_REUSEPORT, so another process cannot share it) and serves on a
     /// new thread.
@@ -27,6 +28,7 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         self.reloader = reloader
         self.logger = logger
         loop = try EventLoop(index: -2)
+        identity = ProcessIdentity(listen: "\(server.configuration.listen)")
         listener = try Listener(loop: loop, address: address, backlog: 64, reusePort: false,
                                 log: { [logger] in logger.error("admin listener: \($0)") }) { [unowned self] fd, peer in
             self.accepted(fd, peer)
@@ -88,6 +90,8 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
                                  : AdminResponse(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
         case ("GET", "/state"):
             return json(200, state())
+        case ("GET", "/process"):
+            return json(200, identity.json(admin: "\(address)"))
         case ("POST", "/known-bad/clear"):
             let port = request.query["port"].flatMap { UInt16($0) }
             if request.query["port"] != nil, port == nil { return AdminResponse(status: 400, text: "port: not a port number\n") }
@@ -103,12 +107,12 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
             let cleared = server.inspector.prober.removeAll()
             logger.notice("admin: cleared \(cleared) cached probe result(s)")
             return json(200, cleared: cleared)
-        case (_, "/metrics"), (_, "/healthz"), (_, "/readyz"), (_, "/state"):
+        case (_, "/metrics"), (_, "/healthz"), (_, "/readyz"), (_, "/state"), (_, "/process"):
             return AdminResponse(status: 405, text: "use GET\n")
         case (_, "/known-bad/clear"), (_, "/verdicts/clear"), (_, "/probes/clear"):
             return AdminResponse(status: 405, text: "use POST\n")
         default:
-            return AdminResponse(status: 404, text: "not found: GET /metrics /healthz /readyz /state; POST /known-bad/clear[?host=H[&port=P]] /verdicts/clear /probes/clear\n")
+            return AdminResponse(status: 404, text: "not found: GET /metrics /healthz /readyz /state /process; POST /known-bad/clear[?host=H[&port=P]] /verdicts/clear /probes/clear\n")
         }
     }
 
@@ -131,6 +135,9 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         let policyStatus = reloader.status
         var w = JSONWriter()
+        w.field("process", JSONValue.object([("pid", .int(Int64(identity.pid))), ("listen", .string(identity.listen)),
+                                             ("admin", .string("\(address)")),
+                                             ("start_time", .string(identity.startTimeText))]))
         w.object("policy") { p in
             p.field("source", snapshot.source)
             p.field("sha256", policyStatus.digest.isEmpty ? nil : policyStatus.digest)
@@ -144,6 +151,7 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
                 ("host", .string(mark.upstream.host)), ("port", .int(Int64(mark.upstream.port))),
                 ("reason", .string(mark.mark.finding.reason.rawValue)), ("detail", .string(mark.mark.finding.detail)),
                 ("rule", .string(mark.mark.ruleName)), ("expires_in_seconds", .int((mark.mark.expires - now + 999) / 1000)),
+                ("refusals", .int(Int64(mark.mark.refusals))),
             ])
         }
         w.field("known_bad", JSONValue.array(marks))
@@ -169,8 +177,12 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         var m = PrometheusText()
         m.family("chainwatch_build_info", .gauge, "The running chainwatch's version (the value is 1).")
         m.sample("chainwatch_build_info", ["version": Observer.version], 1)
-        m.family("chainwatch_start_time_seconds", .gauge, "When the process started, seconds since the epoch.")
-        m.sample("chainwatch_start_time_seconds", [:], started.timeIntervalSince1970.rounded())
+        m.family("chainwatch_process_info", .gauge, "Which process answers (the value is 1): its pid, proxy listen address and admin address, as chainwatch ctl shows them.")
+        m.sample("chainwatch_process_info", ["pid": String(identity.pid), "listen": identity.listen, "admin": "\(address)"], 1)
+        m.family("chainwatch_start_time_seconds", .gauge, "When the process started, seconds since the epoch (process_start_time_seconds).")
+        m.sample("chainwatch_start_time_seconds", [:], identity.startTimeSeconds)
+        m.family("process_start_time_seconds", .gauge, "Start time of the process since unix epoch in seconds.")
+        m.sample("process_start_time_seconds", [:], identity.startTimeSeconds)
 
         m.family("chainwatch_connections_open", .gauge, "Client connections open now.")
         m.sample("chainwatch_connections_open", [:], stats.openConnections.load(ordering: .relaxed))
@@ -193,6 +205,12 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         let verdicts = inspector.verdicts.map { key, n in (labels: key.labels, n: n) }
         for (labels, n) in verdicts.sorted(by: { a, b in [a.labels.action, a.labels.reason, a.labels.evidence].lexicographicallyPrecedes([b.labels.action, b.labels.reason, b.labels.evidence]) }) {
             m.sample("chainwatch_verdicts_total", ["action": labels.action, "reason": labels.reason, "evidence": labels.evidence], n)
+        }
+
+        m.family("chainwatch_known_bad_refusals_total", .counter,
+                 "403s answered for upstreams marked known-bad, by the reason of the finding that marked them: refusals, not findings (that finding was counted once in chainwatch_verdicts_total).")
+        for (reason, n) in inspector.knownBadRefusals.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            m.sample("chainwatch_known_bad_refusals_total", ["reason": reason.rawValue], n)
         }
 
         let spot = inspector.spotChecker.totals
@@ -288,6 +306,8 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         let snapshot = inspector.policies.snapshot
         m.family("chainwatch_policy_info", .gauge, "The policy in force (the value is 1): its source, the SHA-256 of its file, its generation.")
         m.sample("chainwatch_policy_info", ["source": snapshot.source, "sha256": policy.digest, "generation": String(snapshot.generation)], 1)
+        m.family("chainwatch_policy_generation", .gauge, "The policy's generation: 1 at start, one more per reload that loaded.")
+        m.sample("chainwatch_policy_generation", [:], snapshot.generation)
         m.family("chainwatch_policy_reloads_total", .counter, "Policy reloads, by result (loaded, rejected: the old policy stayed).")
         m.sample("chainwatch_policy_reloads_total", ["result": "loaded"], policy.reloads)
         m.sample("chainwatch_policy_reloads_total", ["result": "rejected"], policy.rejected)
@@ -303,9 +323,48 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
     }
 }
 
+/// Which process this is: so `chainwatch ctl`, which finds a proxy by its admin address, shows what it reached (two
+/// proxies on one host cannot both have the default admin address).
+public struct ProcessIdentity: Sendable {
+    public let pid: Int32
+    public let listen: String
+    /// When the process started, seconds since the epoch (from /proc, as Prometheus clients read it; else now).
+    public let startTimeSeconds: Double
+
+    init(listen: String) {
+        pid = getpid()
+        self.listen = listen
+        startTimeSeconds = ProcessFacts.startTimeSeconds() ?? Date().timeIntervalSince1970.rounded()
+    }
+
+    public var startTimeText: String { AlertRecord.timestamp(Int64(startTimeSeconds * 1000)) }
+
+    func json(admin: String) -> String {
+        var w = JSONWriter()
+        w.field("pid", Int(pid))
+        w.field("listen", listen)
+        w.field("admin", admin)
+        w.field("start_time", startTimeText)
+        w.field("start_time_seconds", Int(startTimeSeconds))
+        w.field("version", Observer.version)
+        return w.text
+    }
+}
+
 /// The standard `process_*` metrics, from /proc/self.
 struct ProcessFacts {
     var cpuSeconds = 0.0, residentBytes = 0, openFDs = 0, maxFDs = 0
+
+    /// The process's start: /proc/self/stat's starttime (clock ticks after boot) plus /proc/stat's btime.
+    static func startTimeSeconds() -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8), let close = stat.lastIndex(of: ")"),
+              let system = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+              let btimeLine = system.split(separator: "\n").first(where: { $0.hasPrefix("btime ") }),
+              let boot = Double(btimeLine.dropFirst(6)) else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 19, let ticks = Double(fields[19]) else { return nil }
+        return (boot + ticks / Double(sysconf(Int32(_SC_CLK_TCK)))).rounded()
+    }
 
     static func read() -> ProcessFacts {
         var facts = ProcessFacts()

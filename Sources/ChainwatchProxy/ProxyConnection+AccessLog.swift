@@ -15,6 +15,8 @@ extension ProxyConnection {
         var toClient = 0
         var closeReason = AccessRecord.CloseReason.closed
         var detail: String?
+        /// What admission decided when it wrote a finding (a known-bad upstream's `403`, an `https_only` alert).
+        var admission: InspectionOutcome?
 
         mutating func request(_ line: String, now: Int64) {
             requestLine = line
@@ -37,20 +39,57 @@ extension ProxyConnection {
     /// Writes the access line of the request or tunnel in progress (when there is an access log), then starts afresh
     /// for the next request on the connection.
     func logAccess(kind: AccessRecord.Kind) {
+        if let record = accessRecord(kind: kind) { writeAccess(record, inspection: inspection) }
+    }
+
+    /// The access line of the request or tunnel in progress, its verdict as far as known (nil without an access log);
+    /// starts afresh for the next request on the connection.
+    func accessRecord(kind: AccessRecord.Kind) -> AccessRecord? {
         defer { access = AccessState() }
-        guard let log = worker.inspector.accessLog, access.requestLine != nil else { return }
+        guard worker.inspector.accessLog != nil, access.requestLine != nil else { return nil }
         let (method, url) = access.methodAndURL
         let now = worker.loop.cachedMilliseconds
         var known = inspection?.handshakeFacts ?? access.target.map { self.facts(for: $0) } ?? ConnectionFacts(connectHost: "", port: 0)
         known.upstreamIP = known.upstreamIP ?? connectedAddress?.ip
-        let verdict = inspection?.outcome
+        let verdict = inspection?.outcome ?? access.admission
         let status = access.status ?? (kind == .tunnel ? 200 : nil)
-        let record = AccessRecord(endMilliseconds: now, durationMilliseconds: max(0, now - access.started), kind: kind,
-                                  connection: known, method: method, url: url, status: status,
-                                  bytesFromClient: access.fromClient, bytesToClient: access.toClient,
-                                  verdict: verdict?.actionName, reason: verdict?.reason?.rawValue,
-                                  evidence: verdict?.evidence?.rawValue,
-                                  closeReason: access.closeReason, detail: access.detail, observer: worker.inspector.observer)
+        return AccessRecord(endMilliseconds: now, durationMilliseconds: max(0, now - access.started), kind: kind,
+                            connection: known, method: method, url: url, status: status,
+                            bytesFromClient: access.fromClient, bytesToClient: access.toClient,
+                            verdict: verdict?.actionName, reason: verdict?.reason?.rawValue,
+                            evidence: verdict?.evidence?.rawValue,
+                            closeReason: access.closeReason, detail: access.detail, observer: worker.inspector.observer)
+    }
+
+    /// Writes `record`. A tunnel whose verdict is still on its way (it ended while its probe or judgement was, as a
+    /// first contact under `alert` may) says `pending`, and its verdict gets a line of its own when it comes
+    /// (`event.action: verdict`, the same `chainwatch.tunnel_id`): whoever filters the access log for findings sees
+    /// every one the alert log has.
+    func writeAccess(_ record: AccessRecord, inspection: TunnelInspection?) {
+        guard let log = worker.inspector.accessLog else { return }
+        var record = record
+        if let inspection {
+            let outcome = inspection.outcome
+            record.verdict = inspection.awaitsVerdict ? "pending" : outcome?.actionName
+            record.reason = outcome?.reason?.rawValue
+            record.evidence = outcome?.evidence?.rawValue
+            if inspection.awaitsVerdict {
+                let loop = worker.loop
+                inspection.lateVerdict = { [record] outcome, facts in
+                    var late = record
+                    let now = loop.cachedMilliseconds
+                    late.kind = .verdict
+                    late.durationMilliseconds += max(0, now - record.endMilliseconds)
+                    late.endMilliseconds = now
+                    late.connection = facts
+                    late.connection.upstreamIP = facts.upstreamIP ?? record.connection.upstreamIP
+                    late.verdict = outcome?.actionName ?? "pass"
+                    late.reason = outcome?.reason?.rawValue
+                    late.evidence = outcome?.evidence?.rawValue
+                    log.submit(late.jsonLine)
+                }
+            }
+        }
         log.submit(record.jsonLine)
     }
 }

@@ -44,15 +44,22 @@ extension ProxyConnection {
         case .connect(let authority):
             let snapshot = inspector.policies.snapshot
             self.snapshot = snapshot
-            decision = Admission.connect(facts: facts(for: authority), mark: inspector.cache.knownBad(authority, now: now),
-                                         policy: snapshot.policy, ruleIdentities: snapshot.ruleIdentities,
-                                         anchorsGeneration: snapshot.anchorsGeneration)
+            let mark = inspector.cache.knownBad(authority, now: now)
+            decision = Admission.connect(authority, mark: mark, ruleIdentities: snapshot.ruleIdentities,
+                                         anchorsGeneration: snapshot.anchorsGeneration,
+                                         secondsLeft: Int(((mark?.expires ?? now) - now + 999) / 1000))
+            if let (mark, outcome) = decision.mark {
+                inspector.refused(authority, mark: mark)
+                access.admission = outcome
+            }
         case .forward(let authority, _):
             decision = Admission.forward(authority, facts: facts(for: authority), requestLine: requestLine,
                                          policy: inspector.policies.snapshot.policy)
         }
         if let line = decision.finding {
             inspector.report(line.verdict, evidence: line.evidence, rule: line.rule, tunnel: line.facts, nowMilliseconds: now)
+            access.admission = InspectionOutcome(action: line.verdict.deciding?.action, reason: line.verdict.deciding?.reason,
+                                                 evidence: line.evidence?.source)
         }
         return decision.refusal
     }

@@ -50,7 +50,7 @@ final class ProxyConnection: ConnectionDelegate {
     /// handler re-renders its metadata on every set, which cost more per tunnel than parsing the request did.
     private var logger: Logger {
         var logger = worker.logger
-        logger[metadataKey: "tunnel.id"] = "\(id)"
+        logger[metadataKey: "tunnel.id"] = "\(ConnectionFacts.tunnelID(id))"
         logger[metadataKey: "source.ip"] = "\(clientAddress.ip)"
         if let target = machine.target {
             logger[metadataKey: "destination.domain"] = "\(target.host)"
@@ -309,11 +309,14 @@ final class ProxyConnection: ConnectionDelegate {
     private func close() {
         returnHeldRoom()
         guard client.isOpen || upstream != nil else { return }
-        if access.requestLine != nil {   // a request (or tunnel) in progress; a keep-alive client idle between requests has none
-            logAccess(kind: closeOutcome == .refused ? .refused : (closeOutcome == .http ? .http : .tunnel))
-        }
+        // A request (or tunnel) in progress; a keep-alive client idle between requests has none. Its line is written
+        // once the inspection has heard of the close, which can decide it (a flight that ended short).
+        let record = access.requestLine == nil ? nil
+            : accessRecord(kind: closeOutcome == .refused ? .refused : (closeOutcome == .http ? .http : .tunnel))
+        let inspection = self.inspection
         inspection?.tunnelClosed()
-        inspection = nil
+        self.inspection = nil
+        if let record { writeAccess(record, inspection: inspection) }
         timer.cancel()
         restTimer?.cancel()
         restTimer = nil

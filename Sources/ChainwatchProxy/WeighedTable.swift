@@ -12,6 +12,13 @@ struct WeighedTable<Key: Hashable, Value> {
         if let old = entries.removeValue(forKey: key) { bytes -= old.weight }
     }
 
+    /// Changes `key`'s value in place (its weight stays); nothing when it has none.
+    mutating func update(_ key: Key, _ change: (inout Value) -> Void) {
+        guard var entry = entries[key] else { return }
+        change(&entry.value)
+        entries[key] = entry
+    }
+
     /// Keeps the entries `keep` says yes to.
     mutating func keep(_ keep: (Key, Value) -> Bool) {
         entries = entries.filter { keep($0.key, $0.value.value) }

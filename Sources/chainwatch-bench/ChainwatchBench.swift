@@ -1,4 +1,6 @@
 import ArgumentParser
+import CBuildInfo
+import ChainwatchCore
 import Foundation
 
 /// `chainwatch-bench`: load generator for chainwatch and other CONNECT proxies.
@@ -13,6 +15,7 @@ struct ChainwatchBench: ParsableCommand {
             with --start-proxy, the proxy too. Exit status: 0 when every byte was right and no session failed,
             1 when any session failed or any byte was wrong, 2 on a setup error.
             """,
+        version: Observer.version + (String(cString: c_chainwatch_commit()).isEmpty ? "" : " (commit \(String(cString: c_chainwatch_commit())))"),
         subcommands: [Handshake.self, Bulk.self, Idle.self, Mixed.self, Plot.self])
 }
 

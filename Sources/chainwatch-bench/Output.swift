@@ -124,14 +124,31 @@ private func panels(_ reports: [Report]) -> [Panel] {
     return out
 }
 
-/// An SVG of the reports: one panel per metric (see `panels`), two columns. Runs keep one colour across panels.
+/// What a panel's label is coloured by: the run's target and policy (`direct`, `tinyproxy`, `chainwatch block`), so
+/// one proxy keeps one colour in every panel, whatever scenario, TLS version or session kind the label also names.
+func colourKeys(_ reports: [Report]) -> [String: String] {
+    var keys: [String: String] = [:]
+    for report in reports {
+        for run in report.runs {
+            let runLabel = reports.count > 1 ? "\(report.scenario) \(run.label)" : run.label
+            let key = run.target + (run.policy.map { " \($0)" } ?? "")
+            keys[runLabel] = key
+            for kind in run.kinds { keys["\(runLabel) (\(kind.kind.rawValue))"] = key }
+        }
+    }
+    return keys
+}
+
+/// An SVG of the reports: one panel per metric (see `panels`), two columns. A proxy keeps one colour across panels.
 func renderSVG(_ reports: [Report]) -> String {
     let all = panels(reports)
+    let keys = colourKeys(reports)
     var colours: [String: String] = [:]
     func colour(_ label: String) -> String {
-        if let c = colours[label] { return c }
+        let key = keys[label] ?? label
+        if let c = colours[key] { return c }
         let c = palette[colours.count % palette.count]
-        colours[label] = c
+        colours[key] = c
         return c
     }
     let panelWidth = 540.0, plotHeight = 220.0, column = [20.0, 580.0]

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CBuildInfo
 import ChainwatchCore
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
@@ -11,10 +12,13 @@ struct Chainwatch: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chainwatch",
         abstract: "A man-in-the-middle detection proxy: forwards CONNECT tunnels unchanged and checks every server's certificate chain against a policy.",
-        version: Observer.version,
+        version: versionText,
         subcommands: [Run.self, Pin.self, Policy.self, Ctl.self, Selftest.self],
         defaultSubcommand: Run.self)
 }
+
+/// `--version`: the release, and the commit when the build was given one (`make build`).
+let versionText = Observer.version + (String(cString: c_chainwatch_commit()).isEmpty ? "" : " (commit \(String(cString: c_chainwatch_commit())))")
 
 struct Run: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Run the proxy (the default command).")
@@ -198,20 +202,25 @@ struct Run: ParsableCommand {
             throw ExitCode(1)
         }
         var adminServer: AdminServer?
+        var adminText = "off"
         if admin != "off", let address = SocketAddress(numeric: admin) {
             do {
                 adminServer = try AdminServer(address: address, server: server, reloader: reloader, logger: logger)
-                logger.notice("admin listener on \(adminServer!.address)")
+                adminText = "\(adminServer!.address)"
             } catch {
                 guard admin == Run.defaultAdmin else {
                     logger.critical("cannot start: --admin \(admin): \(error)")
                     server.shutdown()
                     throw ExitCode(1)
                 }
-                logger.warning("no admin listener: \(admin): \(error) (pass --admin ADDR:PORT, or --admin off)")
+                // Not fatal (a second proxy on one host, as the tests run many, would not start), but said in the
+                // start-up line itself: `chainwatch ctl` and a scrape of the default address reach the other process.
+                adminText = "NONE: \(admin) is taken by another process (\(error)), so `chainwatch ctl` and /metrics at "
+                    + "\(admin) reach that process, not this one (pid \(getpid())); pass --admin ADDR:PORT, or --admin off"
+                logger.error("no admin listener: \(adminText)")
             }
         }
-        logger.notice("policy: \(reloader.store.snapshot.source); alerts: \(alertLog == "-" ? "standard output" : alertLog)")
+        logger.notice("chainwatch \(Observer.version) pid \(getpid()): proxy on \(server.configuration.listen), admin \(adminText); policy: \(reloader.store.snapshot.source); alerts: \(alertLog == "-" ? "standard output" : alertLog)")
         // systemd (Type=notify): ready once listening; a watchdog keep-alive each second while every loop beats (a
         // stuck loop stops them, and systemd restarts the service after WatchdogSec=); stopping at SIGTERM.
         let systemd = ServiceNotifier(environment: ProcessInfo.processInfo.environment)

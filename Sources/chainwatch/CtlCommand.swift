@@ -17,10 +17,17 @@ struct Ctl: ParsableCommand {
               clear-known-bad [HOST[:PORT]]   forget known-bad marks (all, a host's, or one port's): its clients stop getting 403
               clear-verdicts            forget cached verdicts (the next connection to each server is judged afresh)
               clear-probes              forget cached probe results
+
+            Before the action, ctl asks the listener which process it is (GET /process) and prints it on standard \
+            error: pid, proxy address, admin address, start time. Another process may hold the default admin \
+            address; --pid makes ctl refuse to act on any process but that one.
             """)
 
     @Option(name: .customLong("admin"), help: "The admin listener's ADDR:PORT.")
     var admin = Run.defaultAdmin
+
+    @Option(help: "Act only if the admin listener belongs to this process (its pid, as `run` prints it at start).")
+    var pid: Int32?
 
     @Argument(help: "state, metrics, health, clear-known-bad, clear-verdicts or clear-probes.")
     var action: String
@@ -37,6 +44,7 @@ struct Ctl: ParsableCommand {
     }
 
     func run() throws {
+        try identify()
         switch action {
         case "state": try show("GET", "/state")
         case "metrics": try show("GET", "/metrics")
@@ -47,16 +55,35 @@ struct Ctl: ParsableCommand {
         case "clear-known-bad":
             var path = "/known-bad/clear"
             if let target {
-                let parts = target.split(separator: ":", maxSplits: 1)
-                path += "?host=" + Self.encode(String(parts[0]))
-                if parts.count == 2 {
-                    guard UInt16(parts[1]) != nil else { throw ValidationError("\(target): the port is not a number") }
-                    path += "&port=" + parts[1]
+                let (host, port) = Self.hostAndPort(target)
+                path += "?host=" + Self.encode(host)
+                if let port {
+                    guard UInt16(port) != nil else { throw ValidationError("\(target): the port is not a number") }
+                    path += "&port=" + port
                 }
             }
             try show("POST", path)
         case "clear-verdicts": try show("POST", "/verdicts/clear")
         default: try show("POST", "/probes/clear")
+        }
+    }
+
+    /// Says which process the admin listener belongs to (stderr: stdout stays the answer's); with --pid, refuses
+    /// another. A listener that does not say (an older chainwatch, or something else) is named as such.
+    private func identify() throws {
+        let address = SocketAddress(numeric: admin)!
+        let (status, body) = try AdminClient.request(method: "GET", path: "/process", to: address)
+        let process = status == 200 ? (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] : nil
+        let found = (process?["pid"] as? Int).map(Int32.init)
+        if let process, let found {
+            let listen = process["listen"] as? String ?? "?", started = process["start_time"] as? String ?? "?"
+            FileHandle.standardError.write(Data("chainwatch ctl: \(admin) is chainwatch pid \(found), proxy on \(listen), started \(started)\n".utf8))
+        } else {
+            FileHandle.standardError.write(Data("chainwatch ctl: \(admin) does not say which process it is (HTTP \(status) for /process)\n".utf8))
+        }
+        if let pid, found != pid {
+            FileHandle.standardError.write(Data("chainwatch ctl: not acting: --pid \(pid), but \(admin) is \(found.map { "pid \($0)" } ?? "an unknown process")\n".utf8))
+            throw ExitCode(1)
         }
     }
 
@@ -70,6 +97,17 @@ struct Ctl: ParsableCommand {
             throw ExitCode(1)
         }
         return status
+    }
+
+    /// `HOST`, `HOST:PORT`, `[V6]:PORT`, or a bare IPv6 address (more than one colon: no port).
+    static func hostAndPort(_ target: String) -> (host: String, port: String?) {
+        if target.hasPrefix("["), let close = target.firstIndex(of: "]") {
+            let host = String(target[target.index(after: target.startIndex)..<close])
+            let rest = target[target.index(after: close)...]
+            return (host, rest.hasPrefix(":") ? String(rest.dropFirst()) : nil)
+        }
+        let parts = target.split(separator: ":", omittingEmptySubsequences: false)
+        return parts.count == 2 ? (String(parts[0]), String(parts[1])) : (target, nil)
     }
 
     static func encode(_ text: String) -> String {

@@ -66,3 +66,10 @@ private let threeLevel = PinSet(
 @Test func noPinsPasses() {
     #expect(PinCheck().evaluate(Synthetic.evidence(path: Synthetic.forgedPath), rule: Rule(name: "r"), at: Synthetic.now) == .passes)
 }
+
+/// A forgery copies subjects, never keys: a root_mismatch names the anchor's SPKI pin beside its subject (issue 27).
+@Test func aPinFindingNamesTheCertificateByKeyToo() {
+    let r = PinCheck().evaluate(Synthetic.evidence(path: Synthetic.forgedPath, anchor: .localRoot), rule: pinned(threeLevel), at: Synthetic.now)
+    guard case .fails(_, _, let detail) = r, let anchor = Synthetic.forgedPath.last else { Issue.record("passed"); return }
+    #expect(detail == "anchor \(anchor.subject) (spki sha256/\(HashText.base64(anchor.spkiSHA256))) is not in the root pin set")
+}

@@ -128,3 +128,103 @@ def test_a_tunnel_cut_at_shutdown_gets_its_line(start_proxy, tmp_path):
         s.close()
     finally:
         echo.close()
+
+
+class SlowProbeServer:
+    """A TLS 1.3 server that answers the first connection at once and every later one (chainwatch's probe) only after
+    `delay` seconds: the tunnel has ended before its verdict, as a first contact under `alert` often does."""
+
+    def __init__(self, pki, name, delay=0.6):
+        import socket
+        import ssl
+        import threading
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(str(pki / f"{name}.fullchain.pem"), str(pki / f"{name}.key"))
+        self.ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self.delay = delay
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        first = True
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            delay, first = (0 if first else self.delay), False
+            threading.Thread(target=self._serve, args=(conn, delay), daemon=True).start()
+
+    def _serve(self, conn, delay):
+        time.sleep(delay)
+        try:
+            with self.ctx.wrap_socket(conn, server_side=True) as tls:
+                tls.settimeout(10)
+                tls.recv(65536)
+                tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        except OSError:
+            pass
+
+    def close(self):
+        self.listener.close()
+
+
+def final_verdicts(lines):
+    """Each tunnel's verdict by tunnel id: its `verdict` line's when its own line says `pending`."""
+    verdicts = {}
+    for line in lines:
+        c = line["chainwatch"]
+        if line["event"]["action"] == "verdict" or c.get("verdict") != "pending":
+            verdicts[c["tunnel_id"]] = (c.get("verdict"), line["event"].get("reason"))
+    return verdicts
+
+
+def test_access_and_alert_logs_agree_tunnel_by_tunnel(start_proxy, tmp_path, pki):
+    """Issue 27: a first-contact TLS 1.3 tunnel under `alert` that ends before its probe answers had no verdict in the
+    access log, though the alert log had its line. Now its line says `pending` and a `verdict` line with the same
+    tunnel id follows. A mixed run (first contacts that end first, genuine and forged, TLS 1.2 in the tunnel, a cached
+    probe, plain HTTP) must give every alert line's tunnel the same verdict and reason in the access log, and the
+    access log no finding the alert log lacks."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 genuine.test\n")
+    log = tmp_path / "access.jsonl"
+    alerts = tmp_path / "alerts.jsonl"
+    p = start_proxy("--policy", str(write_policy(tmp_path, pki, "alert")), "--hosts", str(hosts), "--access-log", str(log),
+                    "--alert-log", str(alerts), "--spot-check-rate", "0")
+    slow_forged = SlowProbeServer(pki, "attacker")
+    slow_genuine = SlowProbeServer(pki, "genuine")
+    forged12 = serve(pki, "attacker", "1.2")
+    web = PlainServer(blob=b"b" * 100)
+    try:
+        for port, tls in ((slow_forged.port, "1.3"), (slow_genuine.port, "1.3"), (forged12.port, "1.2"),
+                          (slow_forged.port, "1.3")):
+            assert curl(p, "genuine.test", port, tls).returncode == 0
+        got, _, _ = raw_request(p.port, f"GET http://127.0.0.1:{web.port}/blob HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        assert got == 200
+        deadline = time.monotonic() + 8
+        while True:
+            access = access_lines(log, 0, timeout=0)
+            alert = [json.loads(l) for l in alerts.read_text().splitlines()] if alerts.exists() else []
+            verdicts = final_verdicts(access)
+            if len(verdicts) == 5 and len(alert) >= 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        tunnels = [l for l in access if l["event"]["action"] == "tunnel"]
+        assert len(tunnels) == 4 and len(verdicts) == 5, access
+        assert any(l["chainwatch"]["verdict"] == "pending" for l in tunnels), "no tunnel ended before its verdict"
+        for line in alert:
+            assert verdicts.get(line["chainwatch"]["tunnel_id"]) == (line["event"]["action"], line["event"]["reason"]), (line, access)
+        flagged = {t for t, (v, _) in verdicts.items() if v in ("alert", "block")}
+        assert flagged == {l["chainwatch"]["tunnel_id"] for l in alert}, (alert, access)
+        assert len(alert) == 3 and {l["event"]["reason"] for l in alert} == {"untrusted_chain"}
+        assert sorted(v or "" for v, _ in verdicts.values()) == ["", "alert", "alert", "alert", "pass"]
+        for line in access:
+            if line["event"]["action"] == "verdict":
+                assert line["event"]["type"][1] == "info" and line["chainwatch"]["tunnel_id"] in {t["chainwatch"]["tunnel_id"] for t in tunnels}
+    finally:
+        for server in (slow_forged, slow_genuine, forged12, web):
+            server.close()

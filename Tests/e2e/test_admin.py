@@ -175,6 +175,13 @@ def test_state_shows_a_known_bad_mark_and_clearing_it_ends_the_403(admin_proxy, 
         assert 0 < marks[0]["expires_in_seconds"] <= 300
         got, _, body = raw_request(p.port, f"CONNECT genuine.test:{forged.port} HTTP/1.1\r\n\r\n".encode())
         assert got == 403 and b"untrusted_chain" in body
+        assert f"chainwatch ctl clear-known-bad genuine.test:{forged.port}".encode() in body and b"s more" in body
+        got, _, _ = raw_request(p.port, f"CONNECT genuine.test:{forged.port} HTTP/1.1\r\n\r\n".encode())
+        # Refusals are counted on the mark and in their own metric, not as findings (issue 27).
+        assert json.loads(admin_get(p.admin_port, "/state")[1])["known_bad"][0]["refusals"] == 2
+        m = admin_get(p.admin_port, "/metrics")[1]
+        assert 'chainwatch_known_bad_refusals_total{reason="untrusted_chain"} 2' in m
+        assert not [l for l in m.splitlines() if l.startswith("chainwatch_verdicts_total") and 'evidence="cache"' in l], m
 
         assert ctl(p.admin_port, "clear-known-bad", "genuine.test:1").stdout == b'{"cleared":0}\n'   # another port
         r = ctl(p.admin_port, "clear-known-bad", f"genuine.test:{forged.port}")
@@ -260,3 +267,47 @@ def test_a_cache_memory_out_of_range_stops_the_start_with_the_reason(given):
                        timeout=10)
     assert r.returncode != 0
     assert "--cache-memory" in r.stderr or "cache-memory" in r.stderr, r.stderr
+
+
+def test_ctl_says_which_process_it_reached_and_metrics_agree(admin_proxy):
+    """Issue 27: `ctl` finds a proxy by its admin address alone, which another process may hold. The listener says
+    which process it is (pid, proxy address, start time), ctl prints it, /metrics says the same, and --pid makes ctl
+    refuse any other process."""
+    p = admin_proxy
+    status, text = admin_get(p.admin_port, "/process")
+    assert status == 200
+    me = json.loads(text)
+    assert me["pid"] == p.pid and me["listen"] == f"127.0.0.1:{p.port}" and me["admin"] == f"127.0.0.1:{p.admin_port}"
+    r = ctl(p.admin_port, "health")
+    assert r.returncode == 0
+    assert f"is chainwatch pid {p.pid}, proxy on 127.0.0.1:{p.port}, started {me['start_time']}".encode() in r.stderr, r.stderr
+    m = admin_get(p.admin_port, "/metrics")[1]
+    assert f"process_start_time_seconds {me['start_time_seconds']}" in m
+    assert f'chainwatch_process_info{{pid="{p.pid}"' in m or f'pid="{p.pid}"' in m
+    assert abs(me["start_time_seconds"] - time.time()) < 120
+    assert json.loads(admin_get(p.admin_port, "/state")[1])["process"]["pid"] == p.pid
+    wrong = ctl(p.admin_port, "--pid", str(p.pid + 1), "clear-known-bad")
+    assert wrong.returncode == 1 and b"not acting" in wrong.stderr and wrong.stdout == b"", wrong
+    assert ctl(p.admin_port, "--pid", str(p.pid), "clear-known-bad").returncode == 0
+
+
+def test_the_default_admin_address_taken_is_said_in_the_start_up_line(start_proxy):
+    """Another process on 127.0.0.1:9128 (held here, or already by someone else): the proxy runs without an admin
+    listener and its start-up line says so, and that ctl there reaches the other process."""
+    holder = socket.socket()
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        try:
+            holder.bind(("127.0.0.1", 9128))
+            holder.listen(1)
+        except OSError:
+            pass   # already held by another process: the same case
+        p = start_proxy()
+        deadline = time.monotonic() + 3
+        while "proxy on" not in p.output() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        line = [l for l in p.output().splitlines() if "proxy on" in l][0]
+        assert f"pid {p.pid}: proxy on 127.0.0.1:{p.port}, admin NONE: 127.0.0.1:9128 is taken by another process" in line, line
+        assert "`chainwatch ctl` and /metrics at 127.0.0.1:9128 reach that process, not this one" in line
+    finally:
+        holder.close()

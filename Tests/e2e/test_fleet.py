@@ -126,3 +126,25 @@ def test_the_pods_connection_cap_fits_its_memory_limit():
     # Held bytes for all tunnels together (--held-memory, MiB): a fully held tunnel holds 256 KiB for about 0.7 MiB.
     held = int(next(a.split("=", 1)[1] for a in container["args"] if a.startswith("--held-memory=")))
     assert held * 0.7 / 0.25 + 64 <= mib, (held, limit)
+
+
+def test_both_prometheus_configurations_load_in_promtool(tmp_path):
+    """Issue 27: the Kubernetes file alone was rejected by Debian's Prometheus 2.42, and there was none for one host.
+    Debian builds Prometheus without Kubernetes service discovery, so its promtool checks the Kubernetes file with
+    that one block replaced by a static target: everything else (the job, the relabelling and its regexes) is its."""
+    import shutil
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing (make test-deps installs prometheus)"
+    single = ROOT / "deploy/prometheus/single-host.yml"
+    r = subprocess.run([promtool, "check", "config", str(single)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    config = yaml.safe_load(single.read_text())
+    assert config["scrape_configs"][0]["static_configs"][0]["targets"] == ["127.0.0.1:9128"]   # run's --admin default
+    kube = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    for job in kube["scrape_configs"]:
+        assert job.pop("kubernetes_sd_configs") == [{"role": "pod"}]
+        job["static_configs"] = [{"targets": ["pod.invalid:9128"]}]
+    checked = tmp_path / "prometheus-kubernetes-as-static.yml"
+    checked.write_text(yaml.safe_dump(kube))
+    r = subprocess.run([promtool, "check", "config", str(checked)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -26,7 +26,8 @@ def staged(tmp_path_factory):
 def test_make_install_puts_every_part_in_place(staged):
     expected = {"usr/bin/chainwatch": 0o755, "usr/bin/chainwatch-bench": 0o755, "usr/share/man/man1/chainwatch.1": 0o644,
                 "usr/share/man/man1/chainwatch-bench.1": 0o644, "usr/lib/systemd/system/chainwatch.service": 0o644,
-                "etc/chainwatch/policy.yaml": 0o644, "etc/logrotate.d/chainwatch": 0o644}
+                "etc/chainwatch/policy.yaml": 0o644, "etc/logrotate.d/chainwatch": 0o644,
+                "usr/share/doc/chainwatch/policy-reference.md": 0o644, "usr/share/doc/chainwatch/README.md": 0o644}
     for path, mode in expected.items():
         assert (staged / path).is_file(), path
         assert (staged / path).stat().st_mode & 0o777 == mode, path
@@ -40,12 +41,22 @@ def test_make_install_puts_every_part_in_place(staged):
     assert check.returncode == 0, check.stderr
 
 
-def test_the_manual_page_renders_the_options(staged):
-    page = subprocess.run(["man", "-l", str(staged / "usr/share/man/man1/chainwatch.1")], capture_output=True, text=True,
-                          env={**os.environ, "MANPAGER": "cat", "MANWIDTH": "100"})
-    assert page.returncode == 0, page.stderr
-    for needle in ("--listen", "--admin", "--access-log", "--half-closed-timeout", "ctl"):
-        assert needle in page.stdout, needle
+def test_the_manual_pages_render_without_warnings_with_defaults_and_sections(staged):
+    """Issue 27: the pages made by swift-argument-parser's plugin dropped every default `--help` shows, drew 11
+    warnings from `man --warnings`, and had no FILES, SIGNALS, EXAMPLES or SEE ALSO."""
+    env = {**os.environ, "MANPAGER": "cat", "MANWIDTH": "80"}
+    for name in ("chainwatch", "chainwatch-bench"):
+        page = subprocess.run(["man", "--warnings", "-l", str(staged / f"usr/share/man/man1/{name}.1")], capture_output=True,
+                              text=True, env=env)
+        assert page.returncode == 0 and page.stderr == "", (name, page.stderr)
+        for section in ("NAME", "SYNOPSIS", "COMMANDS", "EXAMPLES", "SEE ALSO"):
+            assert f"\n{section}\n" in page.stdout, (name, section)
+        if name == "chainwatch":
+            text = " ".join(page.stdout.split()).replace("- ", "-")   # lines joined, hyphenation off
+            for needle in ("--listen", "--admin", "--access-log", "--half-closed-timeout", "chainwatch ctl", "\nFILES\n",
+                           "\nSIGNALS\n", "(default: 127.0.0.1:3128)", "(default: 127.0.0.1:9128)", "(default: 10000)",
+                           "policy-reference.md"):
+                assert needle in (page.stdout if needle.startswith("\n") else text), needle
 
 
 def test_a_second_install_keeps_the_operators_policy(staged):

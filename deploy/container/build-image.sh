@@ -12,7 +12,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 BIN=${CHAINWATCH_BIN:-.build/release/chainwatch}
 [ -x "$BIN" ] || { echo "build-image.sh: no $BIN (make build first)" >&2; exit 2; }
-VERSION=$("$BIN" --version)
+VERSION=$("$BIN" --version | cut -d" " -f1)
 IMAGE=${IMAGE:-localhost/chainwatch:$VERSION}
 for tool in mmdebstrap podman; do
   command -v "$tool" >/dev/null || { echo "build-image.sh: $tool is not installed (apt-get install $tool)" >&2; exit 2; }

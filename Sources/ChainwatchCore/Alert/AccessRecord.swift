@@ -2,8 +2,9 @@
 /// connection gets one, findings or not: who, where, which handshake, what was decided, how many bytes each way,
 /// how long, and why it closed.
 public struct AccessRecord: Sendable {
-    /// What the connection was.
-    public enum Kind: String, Sendable { case tunnel, http, refused, dropped }
+    /// What the connection was; `verdict` is no connection but a tunnel's verdict that came after its line was written
+    /// (that line says `chainwatch.verdict: pending`; both carry the same `chainwatch.tunnel_id`).
+    public enum Kind: String, Sendable { case tunnel, http, refused, dropped, verdict }
 
     /// Why it ended, as a code (`chainwatch.close.reason`).
     public enum CloseReason: String, Sendable {
@@ -38,7 +39,8 @@ public struct AccessRecord: Sendable {
     /// the client sent `source.bytes`, the upstream sent `destination.bytes`).
     public var bytesFromClient: Int
     public var bytesToClient: Int
-    /// `pass`, `alert` or `block`; nil when no verdict was reached (not TLS, a plain-HTTP request, closed first).
+    /// `pass`, `alert` or `block`; `pending` when the tunnel ended while its verdict was on its way (a probe or a
+    /// judgement: a `verdict` line follows); nil when none was needed (not TLS, a plain-HTTP request, closed first).
     public var verdict: String?
     /// The deciding finding's reason, for `alert` and `block`.
     public var reason: String?
@@ -64,18 +66,24 @@ public struct AccessRecord: Sendable {
         var w = JSONWriter()
         w.field("@timestamp", AlertRecord.timestamp(endMilliseconds))
         w.observedBy(observer)
-        let denied = closeReason == .blocked || closeReason == .refused
+        let late = kind == .verdict
+        let denied = late ? verdict == "block" : closeReason == .blocked || closeReason == .refused
         w.object("event") { e in
             e.field("kind", "event")
             e.field("category", ["network"])
-            e.field("type", ["connection", "end"] + (denied ? ["denied"] : []))
+            e.field("type", ["connection", late ? "info" : "end"] + (denied ? ["denied"] : []))
             e.field("action", kind.rawValue)
-            e.field("outcome", denied || closeReason == .reset || closeReason == .noHeldRoom ? "failure" : "success")
+            e.field("outcome", denied || (!late && (closeReason == .reset || closeReason == .noHeldRoom)) ? "failure" : "success")
             e.field("reason", reason)
             e.field("duration", Int(durationMilliseconds) * 1_000_000)   // ECS: nanoseconds
         }
-        var message = "\(kind.rawValue) \(connection.connectHost):\(connection.port) \(closeReason.rawValue)"
-        if let detail { message += ": \(detail)" }
+        var message = "\(kind.rawValue) \(connection.connectHost):\(connection.port) "
+        if late {
+            message += (verdict ?? "pass") + (reason.map { ": \($0)" } ?? "") + " (the tunnel's line was written as it ended)"
+        } else {
+            message += closeReason.rawValue
+            if let detail { message += ": \(detail)" }
+        }
         w.field("message", message)
         w.object("source") { s in
             s.field("ip", connection.sourceIP)
@@ -106,7 +114,7 @@ public struct AccessRecord: Sendable {
         w.object("chainwatch") { c in
             c.field("verdict", verdict)
             c.field("evidence", evidence)
-            c.field("tunnel_id", String(connection.id))
+            c.field("tunnel_id", connection.tunnelID)
             c.object("close") { $0.field("reason", closeReason.rawValue) }
         }
         return w.text

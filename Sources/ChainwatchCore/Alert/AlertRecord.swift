@@ -14,16 +14,24 @@ public struct AlertRecord: Sendable {
     public var allFindings: [Finding]
     /// The proxy that wrote the line.
     public var observer: Observer
+    /// When the finding marked its upstream known-bad: when the mark lapses (milliseconds since the epoch). Its
+    /// `CONNECT`s get `403` until then, counted on the mark, not written as findings of their own.
+    public var knownBadUntilMilliseconds: Int64?
 
     public init(timeMilliseconds: Int64, connection: ConnectionFacts, finding: Finding, rule: Rule, evidence: Evidence?,
-                action: Action, allFindings: [Finding] = [], observer: Observer) {
+                action: Action, allFindings: [Finding] = [], observer: Observer, knownBadUntilMilliseconds: Int64? = nil) {
         self.timeMilliseconds = timeMilliseconds; self.connection = connection; self.finding = finding
         self.rule = rule; self.evidence = evidence; self.action = action; self.allFindings = allFindings
-        self.observer = observer
+        self.observer = observer; self.knownBadUntilMilliseconds = knownBadUntilMilliseconds
+    }
+
+    /// How `chainwatch ctl clear-known-bad` names an upstream.
+    public static func clearCommand(host: String, port: UInt16) -> String {
+        "chainwatch ctl clear-known-bad \(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
 
     /// RFC 3339 with milliseconds, UTC.
-    static func timestamp(_ ms: Int64) -> String {
+    public static func timestamp(_ ms: Int64) -> String {
         let seconds = ms >= 0 ? ms / 1000 : (ms - 999) / 1000
         var text = Array(UnixTime(seconds: seconds).rfc3339.utf8)   // ends in "Z"
         let millis = ms - seconds * 1000
@@ -37,7 +45,7 @@ public struct AlertRecord: Sendable {
     public var jsonLine: String {
         // Locals for the closures below: capturing `self` copied the whole record once per nested object.
         let action = action, finding = finding, connection = connection, rule = rule, evidence = evidence
-        let allFindings = allFindings
+        let allFindings = allFindings, knownBadUntil = knownBadUntilMilliseconds, time = timeMilliseconds
         var w = JSONWriter()
         w.field("@timestamp", Self.timestamp(timeMilliseconds))
         w.observedBy(observer)
@@ -52,7 +60,11 @@ public struct AlertRecord: Sendable {
             // action (the action says whether the traffic passed anyway).
             e.field("outcome", "failure")
         }
-        w.field("message", "\(action.rawValue) \(connection.connectHost):\(connection.port): \(finding.reason.rawValue): \(finding.detail)")
+        var message = "\(action.rawValue) \(connection.connectHost):\(connection.port): \(finding.reason.rawValue): \(finding.detail)"
+        if let knownBadUntil {
+            message += "; its CONNECTs get 403 until \(Self.timestamp(knownBadUntil)) (\(Self.clearCommand(host: connection.connectHost, port: connection.port)) ends it sooner)"
+        }
+        w.field("message", message)
         w.object("rule") { $0.field("name", rule.name) }
         w.object("source") { s in
             s.field("ip", connection.sourceIP)
@@ -75,13 +87,21 @@ public struct AlertRecord: Sendable {
             c.field("verdict", action.rawValue)
             c.object("client") { $0.field("ja4", connection.clientJA4) }   // ECS has no JA4 field (it has ja3)
             c.object("probe") { $0.field("ja4", connection.probeJA4) }
-            c.field("tunnel_id", String(connection.id))
+            c.field("tunnel_id", connection.tunnelID)
             c.field("rule", rule.name)
             c.field("reason", finding.reason.rawValue)
             c.field("level", finding.level?.rawValue)
             c.field("detail", finding.detail)
             c.field("check", finding.check)
             c.field("evidence", evidence?.source.rawValue)
+            c.field("next", finding.reason.nextStep)
+            if let knownBadUntil {
+                c.object("known_bad") { k in
+                    k.field("until", Self.timestamp(knownBadUntil))
+                    k.field("seconds", Int((knownBadUntil - time + 999) / 1000))
+                    k.field("clear", Self.clearCommand(host: connection.connectHost, port: connection.port))
+                }
+            }
             if allFindings.count > 1 {
                 c.field("findings", JSONValue.array(allFindings.map { f in
                     .object([("reason", .string(f.reason.rawValue)), ("action", .string(f.action.rawValue))]
@@ -98,6 +118,7 @@ public struct AlertRecord: Sendable {
                     x.field("leaf_subject", pins.leafSubjects.isEmpty ? nil : pins.leafSubjects.map(\.description))
                     x.field("expires", pins.expires?.rfc3339)
                 }
+                if let evidence { Self.writeSeen(evidence, to: &c) }
             }
         }
         return w.text
@@ -152,6 +173,25 @@ public struct AlertRecord: Sendable {
             }
             x.field("error", validation.error?.message)
             x.field("error_depth", validation.error?.depth)
+        }
+    }
+
+    /// `chainwatch.seen`: the validated path (else what was presented) level by level, in `chainwatch.expected`'s
+    /// encoding, so each expected pin can be looked for among what was seen.
+    private static func writeSeen(_ evidence: Evidence, to c: inout JSONWriter) {
+        let validation = evidence.validation
+        let chain = validation.path.isEmpty ? validation.presented : validation.path
+        guard let leaf = chain.first else { return }
+        func texts(_ certificate: CertificateFacts) -> [String] {
+            ["cert sha256/" + HashText.base64(certificate.sha256), "spki sha256/" + HashText.base64(certificate.spkiSHA256)]
+        }
+        c.object("seen") { x in
+            x.field("root", chain.count > 1 ? texts(chain[chain.count - 1]) : nil)
+            x.field("root_subject", chain.count > 1 ? chain[chain.count - 1].subject : nil)
+            x.field("intermediate", chain.count > 2 ? chain[1..<(chain.count - 1)].flatMap(texts) : nil)
+            x.field("leaf", texts(leaf))
+            x.field("leaf_subject", [leaf.subject])
+            x.field("validated", validation.error == nil && !validation.path.isEmpty)
         }
     }
 

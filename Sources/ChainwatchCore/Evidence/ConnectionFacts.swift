@@ -4,6 +4,10 @@
 public struct ConnectionFacts: Sendable, Hashable {
     /// The proxy's number for the connection (`chainwatch.tunnel.id`); 0 where there is none (`pin`, tests).
     public var id: UInt64
+    /// `id` as people read it: the loop's number and the tunnel's number on that loop (`1-57`), not the 64-bit
+    /// integer the two make (281474976710713). Written as `chainwatch.tunnel_id` and the logs' `tunnel.id`.
+    public var tunnelID: String { Self.tunnelID(id) }
+    public static func tunnelID(_ id: UInt64) -> String { "\(id >> 48)-\(id & 0xFFFF_FFFF_FFFF)" }
     public var sourceIP: String
     public var sourcePort: UInt16
     /// The host from the CONNECT request (or the absolute-form URL).

@@ -8,6 +8,8 @@ public struct KnownBadMark: Sendable {
     public var expires: Int64
     /// The OS trust store's read the finding was judged against (`PolicySnapshot.anchorsGeneration`).
     public var anchors: Int
+    /// `403`s answered for the mark so far: each is a refusal counted here, not a finding of its own.
+    public var refusals = 0
 
     public init(finding: Finding, ruleName: String, rule: RuleIdentity, evidence: Evidence?, expires: Int64, anchors: Int = 0) {
         self.finding = finding; self.ruleName = ruleName; self.rule = rule; self.evidence = evidence
@@ -31,31 +33,32 @@ public enum Admission {
         public var refusal: ProxyRequest.Refusal?
         /// A line for the alert log, whether or not the request goes on.
         public var finding: FindingLine?
+        /// The known-bad mark the refusal answers for: the refusal is counted on it (its finding was written once,
+        /// when the mark was set), with what the access line says.
+        public var mark: (mark: KnownBadMark, outcome: InspectionOutcome)?
+
+        public init(refusal: ProxyRequest.Refusal?, finding: FindingLine?, mark: (mark: KnownBadMark, outcome: InspectionOutcome)? = nil) {
+            self.refusal = refusal; self.finding = finding; self.mark = mark
+        }
 
         public static let admit = Decision(refusal: nil, finding: nil)
     }
 
-    /// A CONNECT to an upstream marked known-bad gets `403` and a line naming the evidence that marked it (its
-    /// handshake's version, cipher, SNI, chain), as a cached verdict's line does: this connection has had no
-    /// handshake. A mark counts only under the policy and OS trust store that made it: one set by a judgement still
-    /// in flight across a reload (its rule changed, or the OS store did) answers nobody.
+    /// A CONNECT to an upstream marked known-bad gets `403` naming the mark's finding, and no line of its own: the
+    /// finding was written when the mark was set (with the mark's expiry and how to clear it); a client that retries
+    /// would otherwise write hundreds of copies of it. A mark counts only under the policy and OS trust store that
+    /// made it: one set by a judgement still in flight across a reload (its rule changed, or the OS store did) answers
+    /// nobody.
     /// - Parameters:
-    ///   - facts: the connection's facts (client, CONNECT host and port).
     ///   - ruleIdentities, anchorsGeneration: the current policy snapshot's.
-    public static func connect(facts: @autoclosure () -> ConnectionFacts, mark: KnownBadMark?, policy: Policy,
-                               ruleIdentities: Set<RuleIdentity>, anchorsGeneration: Int) -> Decision {
+    ///   - secondsLeft: until the mark lapses, for the refusal's text.
+    public static func connect(_ authority: Authority, mark: KnownBadMark?, ruleIdentities: Set<RuleIdentity>,
+                               anchorsGeneration: Int, secondsLeft: Int) -> Decision {
         guard let mark, ruleIdentities.contains(mark.rule), mark.anchors == anchorsGeneration else { return .admit }
-        var evidence = mark.evidence
-        evidence?.source = .cache
-        var facts = facts()   // only now: the client's address as text is not made for every CONNECT
-        facts.serverName = evidence?.serverName
-        facts.protocolVersion = evidence?.protocolVersion
-        facts.cipher = evidence?.cipher
-        facts.upstreamIP = evidence?.connection.upstreamIP
-        let rule = policy.rule(for: facts.connectHost, port: facts.port)
-        return Decision(
-            refusal: .init(status: 403, reason: "blocked by chainwatch: \(mark.finding.reason.rawValue): \(mark.finding.detail)"),
-            finding: FindingLine(verdict: Verdict(rule: mark.rule, findings: [mark.finding]), evidence: evidence, rule: rule, facts: facts))
+        let text = "blocked by chainwatch: \(mark.finding.reason.rawValue): \(mark.finding.detail) "
+            + "(known-bad for \(secondsLeft) s more; \(AlertRecord.clearCommand(host: authority.host, port: authority.port)) ends it)"
+        return Decision(refusal: .init(status: 403, reason: text), finding: nil,
+                        mark: (mark, InspectionOutcome(action: .block, reason: mark.finding.reason, evidence: .cache)))
     }
 
     /// Plain HTTP to a host whose rule says `https_only`: a finding, and under `block` a `403`.

@@ -28,3 +28,24 @@ public enum TLSParseError: Error, Equatable, Sendable {
     /// The server_name extension is malformed: empty or non-printable host name, or two host names.
     case invalidServerName
 }
+
+/// A sentence for findings and logs (`client: not TLS ...`, not the case name).
+extension TLSParseError: CustomStringConvertible {
+    public var description: String {
+        switch self {
+        case .notTLS: "not TLS: the first bytes are not a TLS handshake or alert record"
+        case .unexpectedContentType(let type): "a record of content type \(type), which TLS does not have"
+        case .changeCipherSpecInsideMessage: "a ChangeCipherSpec record inside a handshake message"
+        case .badChangeCipherSpec: "a ChangeCipherSpec record that is not the single byte 1"
+        case .badRecordVersion(let version): "a record of protocol version 0x\(String(version, radix: 16)), not 3.x"
+        case .recordTooLong(let length, let limit): "a record of \(length) bytes, over TLS's \(limit)"
+        case .unexpectedHandshakeType(let type): "a handshake message of type \(type) where another was expected"
+        case .messageTooLong(let type, let length, let limit): "a handshake message of type \(type) announcing \(length) bytes, over the \(limit) read"
+        case .truncatedField(let field): "\(field) runs past the end of its container"
+        case .badLength(let field, let declared, let available): "\(field) declares \(declared) bytes where \(available) are"
+        case .trailingBytes(let container): "bytes after the last field of \(container)"
+        case .duplicateExtension(let type): "extension \(type) twice in one hello"
+        case .invalidServerName: "a server_name that is not one printable host name"
+        }
+    }
+}

@@ -53,6 +53,16 @@ public final class Inspector: Sendable {
     /// admin thread while a loop, once the copy is gone, resized that storage in place (what ThreadSanitizer, which
     /// does not see the Swift runtime's reference counts, reported as a race).
     public var verdicts: [VerdictKey: Int] { verdictCounts.withLock { Dictionary(uniqueKeysWithValues: $0.map { ($0.key, $0.value) }) } }
+    /// `403`s answered for known-bad upstreams, by the mark's reason: refusals, not findings (the finding that set the
+    /// mark was written once), so not in `verdicts`.
+    private let refusalCounts = Lock<[Reason: Int]>([:])
+    public var knownBadRefusals: [Reason: Int] { refusalCounts.withLock { Dictionary(uniqueKeysWithValues: $0.map { ($0.key, $0.value) }) } }
+
+    /// Counts a `403` answered for `upstream`'s known-bad mark, on the mark and in `knownBadRefusals`.
+    func refused(_ upstream: Authority, mark: KnownBadMark) {
+        cache.countRefusal(upstream)
+        refusalCounts.withLock { $0[mark.finding.reason, default: 0] += 1 }
+    }
 
     public init(policies: PolicyStore, cache: VerdictCache = VerdictCache(), prober: Prober,
                 spotChecker: SpotChecker = SpotChecker(), alerts: AlertWriter,
@@ -183,21 +193,24 @@ public final class Inspector: Sendable {
         return fingerprint
     }
 
-    /// Writes the tunnel's alert line: the deciding finding, with every finding listed.
-    func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: ConnectionFacts, nowMilliseconds: Int64) {
+    /// Writes the tunnel's alert line: the deciding finding, with every finding listed; `marksKnownBad` when the finding
+    /// marks its upstream (the line says until when, and how to clear it).
+    func report(_ verdict: Verdict, evidence: Evidence?, rule: Rule, tunnel: ConnectionFacts, nowMilliseconds: Int64,
+                marksKnownBad: Bool = false) {
         let counted = VerdictKey(action: verdict.deciding?.action, reason: verdict.deciding?.reason, evidence: evidence?.source)
         verdictCounts.withLock { $0[counted, default: 0] += 1 }
         guard let deciding = verdict.deciding else { return }
         let record = AlertRecord(timeMilliseconds: nowMilliseconds, connection: tunnel, finding: deciding, rule: rule,
                                  evidence: evidence, action: deciding.action, allFindings: verdict.findings,
-                                 observer: observer)
+                                 observer: observer,
+                                 knownBadUntilMilliseconds: marksKnownBad ? nowMilliseconds + cache.knownBadMilliseconds : nil)
         alerts.submit(record.jsonLine)
         // The operator log gets the first of a run per upstream, reason and action, and a count with the next.
         let key = "\(deciding.action.rawValue) \(tunnel.connectHost):\(tunnel.port) \(deciding.reason.rawValue)"
         let (admitted, suppressed) = noticeThrottle.withLock { $0.admit(key, now: nowMilliseconds) }
         guard admitted else { return }
         var logger = logger
-        logger[metadataKey: "tunnel.id"] = "\(tunnel.id)"
+        logger[metadataKey: "tunnel.id"] = "\(tunnel.tunnelID)"
         let more = suppressed > 0 ? " (and \(suppressed) more like it since the last such line: see the alert log)" : ""
         logger.notice("\(key): \(deciding.detail)\(more)")
     }

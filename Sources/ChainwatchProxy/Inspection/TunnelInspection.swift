@@ -43,6 +43,11 @@ final class TunnelInspection {
     var handshakeFacts: ConnectionFacts { machine.facts }
     /// The verdict, for the access line; nil before it (or when the tunnel ended before one was needed).
     var outcome: InspectionOutcome? { machine.outcome }
+    /// Whether a verdict is still on its way (a probe or a judgement the tunnel did not wait for).
+    var awaitsVerdict: Bool { !machine.isFinished }
+    /// Called once with the verdict and the handshake facts when it comes after the tunnel's access line was written
+    /// (`ProxyConnection.writeAccess`), on this loop.
+    var lateVerdict: ((InspectionOutcome?, ConnectionFacts) -> Void)?
 
     func start() { run(machine.start()) }
 
@@ -56,10 +61,12 @@ final class TunnelInspection {
     // MARK: - Actions
 
     private func run(_ actions: [InspectionMachine.Action]) {
-        for action in actions { execute(action) }
+        // A finding that marks its upstream says so in its line (until when, how to clear it): the mark follows it.
+        let marks = actions.contains { if case .markKnownBad = $0 { true } else { false } }
+        for action in actions { execute(action, marks: marks) }
     }
 
-    private func execute(_ action: InspectionMachine.Action) {
+    private func execute(_ action: InspectionMachine.Action, marks: Bool) {
         switch action {
         case .connection(let event):
             tellConnection(event)
@@ -105,7 +112,12 @@ final class TunnelInspection {
             if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
                 facts.clientJA4 = machine.watch.clientHello.map(inspector.ja4)
             }
-            inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds)
+            inspector.report(verdict, evidence: evidence, rule: rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds,
+                             marksKnownBad: marks)
+            if let lateVerdict {
+                self.lateVerdict = nil
+                lateVerdict(machine.outcome, facts)
+            }
         case .markKnownBad(let finding, let rule, let evidence, let facts):
             inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                 finding: finding, ruleName: rule.name, rule: rule.identity, evidence: evidence?.withNames(),

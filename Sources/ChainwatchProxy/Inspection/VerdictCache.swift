@@ -119,6 +119,11 @@ public final class VerdictCache: Sendable {
         }
     }
 
+    /// Counts a `403` answered for `upstream`'s mark on the mark itself (`/state` shows it).
+    public func countRefusal(_ upstream: Authority) {
+        knownBad.withLock { table in table.update(upstream) { $0.refusals += 1 } }
+    }
+
     /// The upstreams marked bad and not expired, for the admin `/state`.
     public func knownBadMarks(now: Int64) -> [(upstream: Authority, mark: KnownBad)] {
         knownBad.withLock { table in table.all.filter { $0.value.expires > now }.map { ($0.key, $0.value) } }

@@ -107,10 +107,12 @@ public final class SpotChecker: Sendable {
                     return
                 }
                 counters.withLock { $0.findings += 1 }
-                inspector.report(verdict, evidence: evidence, rule: context.rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds)
                 let leafKeyType = evidence.validation.presented.first?.keyType
                 let hello = try? ClientHello.parse(handshakeMessage: key.offer.template?.message ?? [])
-                if let finding = KnownBadRule.marking(verdict, facts: facts, leafKeyType: leafKeyType, clientHello: hello, largeChain: false) {
+                let marking = KnownBadRule.marking(verdict, facts: facts, leafKeyType: leafKeyType, clientHello: hello, largeChain: false)
+                inspector.report(verdict, evidence: evidence, rule: context.rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds,
+                                 marksKnownBad: marking != nil)
+                if let finding = marking {
                     inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
                         finding: finding, ruleName: context.rule.name, rule: context.rule.identity, evidence: evidence.withNames(),
                         expires: loop.cachedMilliseconds + inspector.cache.knownBadMilliseconds,

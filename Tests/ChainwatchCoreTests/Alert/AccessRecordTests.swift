@@ -22,6 +22,24 @@ import Testing
         }
     }
 
+    /// A verdict that came after the tunnel's line (issue 27): a line of its own with the same tunnel id, ECS `info`,
+    /// its outcome from the verdict, a message that says what it is; the tunnel id readable as loop-number.
+    @Test func aLateVerdictIsALineOfItsOwn() throws {
+        var r = Self.record(kind: .verdict)
+        r.connection.id = 1 << 48 | 57
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.jsonLine.utf8)) as? [String: Any])
+        #expect(try ECSReference.load().problems(in: object).isEmpty)
+        let event = try #require(object["event"] as? [String: Any])
+        #expect(event["action"] as? String == "verdict" && event["type"] as? [String] == ["connection", "info"])
+        #expect(event["outcome"] as? String == "success")
+        #expect(object["message"] as? String == "verdict example.com:443 alert: local_root (the tunnel's line was written as it ended)")
+        #expect((object["chainwatch"] as? [String: Any])?["tunnel_id"] as? String == "1-57")
+        r.verdict = "block"
+        let blocked = try #require(try JSONSerialization.jsonObject(with: Data(r.jsonLine.utf8)) as? [String: Any])
+        #expect((blocked["event"] as? [String: Any])?["type"] as? [String] == ["connection", "info", "denied"])
+        #expect((blocked["event"] as? [String: Any])?["outcome"] as? String == "failure")
+    }
+
     @Test func bytesDurationAndOutcome() throws {
         let object = try #require(try JSONSerialization.jsonObject(with: Data(Self.record().jsonLine.utf8)) as? [String: Any])
         #expect((object["source"] as? [String: Any])?["bytes"] as? Int == 517)

@@ -129,6 +129,33 @@ import Testing
         #expect(reference.problems(in: ["destination": ["port": "443"]]) == ["destination.port: \"443\" is not ECS type long"])
     }
 
+    /// Issue 27: expected pins and the chain seen in one encoding, level by level; the known-bad mark's end and how to
+    /// clear it; the next step for the reason.
+    @Test func saysWhatWasExpectedAndSeenAndWhatToDoNext() throws {
+        var r = record(subject: "CN=a")
+        let root = facts(subject: "CN=Root")
+        r.evidence?.validation.path = [facts(subject: "CN=a"), facts(subject: "CN=Mid"), root]
+        r.rule = Rule(name: "pinned", pins: PinSet(root: LevelPins(spki: [Synthetic.pin(0x11)])))
+        r.knownBadUntilMilliseconds = r.timeMilliseconds + 300_000
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(r.jsonLine.utf8)) as? [String: Any])
+        let chainwatch = try #require(object["chainwatch"] as? [String: Any])
+        let expected = try #require((chainwatch["expected"] as? [String: Any])?["root"] as? [String])
+        let seen = try #require(chainwatch["seen"] as? [String: Any])
+        #expect(expected == ["spki sha256/" + HashText.base64(Synthetic.pin(0x11).bytes)])
+        let spki = "spki sha256/" + HashText.base64(root.spkiSHA256)
+        #expect(seen["root"] as? [String] == ["cert sha256/" + HashText.base64(root.sha256), spki])
+        #expect(seen["root_subject"] as? String == "CN=Root" && (seen["intermediate"] as? [String])?.count == 2)
+        #expect(seen["leaf_subject"] as? [String] == ["CN=a"])
+        let mark = try #require(chainwatch["known_bad"] as? [String: Any])
+        #expect(mark["until"] as? String == "2026-11-22T05:04:59.007Z" && mark["seconds"] as? Int == 300)
+        #expect(mark["clear"] as? String == "chainwatch ctl clear-known-bad a.test:443")
+        #expect((object["message"] as? String)?.hasSuffix("(chainwatch ctl clear-known-bad a.test:443 ends it sooner)") == true)
+        #expect(chainwatch["next"] as? String == Reason.rootMismatch.nextStep)
+        r.knownBadUntilMilliseconds = nil
+        #expect(!r.jsonLine.contains("known_bad"))
+        #expect(AlertRecord.clearCommand(host: "2001:db8::1", port: 443) == "chainwatch ctl clear-known-bad [2001:db8::1]:443")
+    }
+
     @Test func hashTextEncodings() {
         #expect(HashText.hex([0x00, 0xFF, 0x1A]) == "00FF1A")
         #expect(HashText.base64(Array("Man".utf8)) == "TWFu")
