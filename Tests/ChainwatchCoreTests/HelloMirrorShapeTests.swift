@@ -20,6 +20,26 @@ import Testing
         #expect(try Self.shape("\(name)-2") == Self.shape(name))
     }
 
+    /// Offers made from hellos are equal exactly when their shapes are: a resumed Chrome hello (its pre_shared_key in
+    /// the extension types) is the fresh one's offer, and equal fields with another shape are another offer.
+    @Test func offersFromHellosAreEqualByTheirShape() throws {
+        var fresh = ClientOffer(serverName: "example.com", cipherSuites: [0x1301], extensionTypes: [0, 10, 43, 51])
+        var resumed = fresh
+        resumed.extensionTypes = [0, 10, 41, 43, 51]
+        fresh.shape = try Self.shape("chrome-1")
+        resumed.shape = try Self.shape("chrome-resumed")
+        #expect(fresh == resumed && fresh.hashValue == resumed.hashValue)
+        var other = fresh
+        other.shape = try Self.shape("edge")
+        #expect(other != fresh)
+        var shapeless = fresh
+        shapeless.shape = nil
+        #expect(shapeless != fresh && fresh != shapeless)
+        var shapelessResumed = resumed
+        shapelessResumed.shape = nil
+        #expect(shapeless != shapelessResumed)   // without shapes every field counts
+    }
+
     @Test func differentClientsHaveDifferentShapes() throws {
         let names = ["chrome-1", "edge", "firefox", "safari", "curl", "python-ssl", "openssl", "gnutls"]
         let shapes = try names.map(Self.shape)
