@@ -21,8 +21,13 @@ BIN = os.environ.get("CHAINWATCH_BIN", str(ROOT / ".build/release/chainwatch"))
 class Proxy:
     """A running chainwatch process."""
 
-    def __init__(self, args, tmp, listen_host="127.0.0.1", max_files=None, env=None, max_file_bytes=None):
+    def __init__(self, args, tmp, listen_host="127.0.0.1", max_files=None, env=None, max_file_bytes=None,
+                 default_admin=False):
         self.port = free_port(listen_host)
+        # No admin listener unless the test names one (or asks for the default, 127.0.0.1:9128): the suite runs on
+        # several workers at once (pytest-xdist), and proxies sharing the default address would answer for each other.
+        if not default_admin and not any(a == "--admin" or a.startswith("--admin=") for a in args):
+            args = [*args, "--admin", "off"]
         self.host = listen_host
         self.log_path = pathlib.Path(tmp) / f"chainwatch-{self.port}.log"
         bracketed = f"[{listen_host}]" if ":" in listen_host else listen_host
@@ -135,8 +140,8 @@ class Proxy:
 def start_proxy(tmp_path):
     started = []
 
-    def start(*args, listen_host="127.0.0.1", env=None):
-        p = Proxy(list(args), tmp_path, listen_host=listen_host, env=env)
+    def start(*args, listen_host="127.0.0.1", env=None, default_admin=False):
+        p = Proxy(list(args), tmp_path, listen_host=listen_host, env=env, default_admin=default_admin)
         started.append(p)
         return p
 

@@ -302,7 +302,7 @@ def test_the_default_admin_address_taken_is_said_in_the_start_up_line(start_prox
             holder.listen(1)
         except OSError:
             pass   # already held by another process: the same case
-        p = start_proxy()
+        p = start_proxy(default_admin=True)
         deadline = time.monotonic() + 3
         while "proxy on" not in p.output() and time.monotonic() < deadline:
             time.sleep(0.05)
