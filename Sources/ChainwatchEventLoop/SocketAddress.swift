@@ -114,9 +114,7 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// The raw address bytes (4 or 16), for CIDR matching.
     public var addressBytes: [UInt8] {
-        withUnsafeBytes(of: storage) { raw in
-            family == AF_INET6 ? Array(raw[8..<24]) : Array(raw[4..<8])
-        }
+        withUnsafeBytes(of: storage) { raw in Array(raw[addressRange]) }
     }
 
     public var description: String { family == AF_INET6 ? "[\(ip)]:\(port)" : "\(ip):\(port)" }
@@ -131,8 +129,22 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         return withUnsafePointer(to: &copy) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) } }
     }
 
+    /// Family, port and address bytes, read in place (a probe-cache key is an address: looked up several times per
+    /// tunnel, and `addressBytes` allocates).
     public static func == (a: SocketAddress, b: SocketAddress) -> Bool {
-        a.family == b.family && a.port == b.port && a.addressBytes == b.addressBytes
+        guard a.family == b.family, a.port == b.port else { return false }
+        let range = a.addressRange
+        return withUnsafeBytes(of: a.storage) { x in
+            withUnsafeBytes(of: b.storage) { y in memcmp(x.baseAddress! + range.lowerBound, y.baseAddress! + range.lowerBound, range.count) == 0 }
+        }
     }
-    public func hash(into h: inout Hasher) { h.combine(family); h.combine(port); h.combine(addressBytes) }
+    public func hash(into h: inout Hasher) {
+        h.combine(family)
+        h.combine(port)
+        let range = addressRange
+        withUnsafeBytes(of: storage) { raw in h.combine(bytes: UnsafeRawBufferPointer(rebasing: raw[range])) }
+    }
+
+    /// Where `addressBytes` lie in `storage`.
+    private var addressRange: Range<Int> { family == AF_INET6 ? 8..<24 : 4..<8 }
 }

@@ -40,6 +40,19 @@ import Testing
         #expect(shapeless != shapelessResumed)   // without shapes every field counts
     }
 
+    /// Equal digests are not enough: the bytes are compared, every one (in words and the odd tail).
+    @Test func shapesWithOneDigestAndOtherBytesDiffer() {
+        let bytes = (0..<21).map { UInt8($0) }
+        #expect(ClientHelloShape(bytes: bytes, digest: 7) == ClientHelloShape(bytes: bytes, digest: 7))
+        #expect(ClientHelloShape(bytes: bytes, digest: 7) != ClientHelloShape(bytes: bytes, digest: 8))
+        #expect(ClientHelloShape(bytes: bytes, digest: 7) != ClientHelloShape(bytes: Array(bytes.dropLast()), digest: 7))
+        for index in bytes.indices {
+            var other = bytes
+            other[index] ^= 0x40
+            #expect(ClientHelloShape(bytes: bytes, digest: 7) != ClientHelloShape(bytes: other, digest: 7), "byte \(index)")
+        }
+    }
+
     @Test func differentClientsHaveDifferentShapes() throws {
         let names = ["chrome-1", "edge", "firefox", "safari", "curl", "python-ssl", "openssl", "gnutls"]
         let shapes = try names.map(Self.shape)

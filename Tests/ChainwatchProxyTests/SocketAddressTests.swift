@@ -36,4 +36,18 @@ struct SocketAddressTests {
         let parsed = try #require(SocketAddress(numeric: "192.0.2.1:8080"))
         #expect(fast == parsed)
     }
+
+    /// Equal exactly when family, port and address are (bytes of `sockaddr_storage` past them do not count), with equal
+    /// hashes: addresses key the probe cache.
+    @Test func equalityAndHashReadFamilyPortAndAddress() throws {
+        let texts = ["192.0.2.1:443", "192.0.2.1:444", "192.0.2.2:443", "[::ffff:192.0.2.1]:443", "[2001:db8::1]:443",
+                     "[2001:db8::2]:443", "[2001:db8::1]:80"]
+        let addresses = try texts.map { try #require(SocketAddress(numeric: $0)) }
+        #expect(Set(addresses).count == texts.count)
+        for (index, text) in texts.enumerated() {
+            let again = try #require(SocketAddress(numeric: text))
+            #expect(again == addresses[index] && again.hashValue == addresses[index].hashValue)
+            #expect(addresses.filter { $0 == again }.count == 1)
+        }
+    }
 }

@@ -28,8 +28,32 @@ public struct ClientHelloShape: Hashable, Sendable {
     /// FNV-1a of `bytes`.
     public let digest: UInt64
 
-    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.digest == rhs.digest && lhs.bytes == rhs.bytes }
+    /// The digests, then the bytes eight at a time (a probe-cache hit compares a whole blanked hello).
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        guard lhs.digest == rhs.digest, lhs.bytes.count == rhs.bytes.count else { return false }
+        return lhs.bytes.withUnsafeBytes { left in
+            rhs.bytes.withUnsafeBytes { right in
+                var offset = 0
+                while offset + 8 <= left.count {
+                    guard left.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                        == right.loadUnaligned(fromByteOffset: offset, as: UInt64.self) else { return false }
+                    offset += 8
+                }
+                while offset < left.count {
+                    guard left[offset] == right[offset] else { return false }
+                    offset += 1
+                }
+                return true
+            }
+        }
+    }
     public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+
+    /// A shape as given (tests: equal digests over other bytes).
+    init(bytes: [UInt8], digest: UInt64) {
+        self.bytes = bytes
+        self.digest = digest
+    }
 
     /// `clientHello`: a ClientHello handshake message, 4-byte header included.
     public init(_ clientHello: [UInt8]) throws(HelloMirrorError) {
