@@ -6,6 +6,7 @@ import Foundation
 import Testing
 #if canImport(Glibc)
 import Glibc
+import ChainwatchLock
 #endif
 
 /// The prober against real `openssl s_server` processes on loopback, with loops on their own threads.
@@ -147,6 +148,32 @@ struct ProberTests {
         clock.advance(1)
         #expect(prober.probeAndWait(probeKey, from: loop)?.result == .failure("connect refused"))
         #expect(prober.counters.started == 2)
+    }
+
+    /// The completion says whether the key's result was cached when asked (what a tunnel's spot checks go by): not
+    /// for the handshake that made it, then yes until the failure's TTL ends.
+    @Test func theAnswerSaysWhetherItWasCached() throws {
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let clock = ManualClock()
+        let prober = Prober(failureTTLMilliseconds: 5_000, clock: clock.read)
+        let probeKey = key(port: try freePort())
+        func ask() -> Bool? {
+            let answer = Lock<Bool?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            loop.loop.execute {
+                prober.probe(probeKey, on: loop.loop) { _, cached in
+                    answer.withLock { $0 = cached }
+                    done.signal()
+                }
+            }
+            guard done.wait(timeout: .now() + 15) == .success else { return nil }
+            return answer.withLock { $0 }
+        }
+        #expect(ask() == false)
+        #expect(ask() == true)
+        clock.advance(5_000)
+        #expect(ask() == false)
     }
 
     @Test func refusedPortFailsQuickly() throws {

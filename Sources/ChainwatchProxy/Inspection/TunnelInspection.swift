@@ -75,8 +75,7 @@ final class TunnelInspection {
             if fresh { inspector.prober.invalidate(key) }
             // A tunnel covered by a probe made before it asked is what spot checks watch over; a probe made for this
             // tunnel is fresh evidence already (a name visited once costs no check).
-            let cached = !fresh && inspector.prober.hasResult(for: key)
-            inspector.prober.probe(key, client: client, on: loop) { [self] result in   // keeps the inspection alive until it answers
+            inspector.prober.probe(key, client: client, on: loop) { [self] result, cached in   // keeps the inspection alive until it answers
                 if cached, case .success = result {
                     let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
                     inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)

@@ -82,6 +82,13 @@ public final class Prober: Sendable {
     ///   its own tunnel fails closed), so one client opening tunnels to new names cannot fill the line for the others.
     ///   Answers from the cache and waits for a handshake already in flight cost no share. nil: not counted.
     public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, completion: @escaping (ProbeResult) -> Void) {
+        probe(key, client: client, on: loop) { result, _ in completion(result) }
+    }
+
+    /// `probe`, whose completion also says whether the result was cached when asked (what `hasResult` just before
+    /// would say, without a second lookup of the key: a warm tunnel asks once).
+    public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop,
+                      answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
         let waiter = Waiter(loop: loop, completion: completion)
         let time = now()
         let step = table.withLock { [maxPerClient] table -> Step in
@@ -110,11 +117,11 @@ public final class Prober: Sendable {
         case .overShare:
             refusedOverShare.add(1, ordering: .relaxed)
             loop.execute { [maxPerClient] in
-                waiter.completion(.failure("probe capacity: this client has \(maxPerClient) probes in flight or waiting, its share of \(self.maxInFlight)"))
+                waiter.completion(.failure("probe capacity: this client has \(maxPerClient) probes in flight or waiting, its share of \(self.maxInFlight)"), false)
             }
         case .answer(let result):
             hits.add(1, ordering: .relaxed)
-            loop.execute { waiter.completion(result) }
+            loop.execute { waiter.completion(result, true) }
         case .wait:
             attached.add(1, ordering: .relaxed)
         case .queued:
@@ -268,9 +275,9 @@ public final class Prober: Sendable {
         }
         for waiter in waiters {
             if waiter.loop === loop {
-                waiter.completion(result)
+                waiter.completion(result, false)
             } else {
-                waiter.loop.execute { waiter.completion(result) }
+                waiter.loop.execute { waiter.completion(result, false) }
             }
         }
     }
@@ -302,7 +309,7 @@ extension Prober {
     /// (through `loop.execute` from other threads), the thread that asked, hence the unchecked Sendable.
     private struct Waiter: @unchecked Sendable {
         let loop: EventLoop
-        let completion: (ProbeResult) -> Void
+        let completion: (ProbeResult, _ fromCache: Bool) -> Void
     }
 
     private struct Cached {
