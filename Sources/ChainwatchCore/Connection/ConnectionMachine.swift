@@ -588,7 +588,7 @@ public struct ConnectionMachine: Sendable {
         guard trickle.read(count), !sides[side].pauses.contains(.trickling) else { return }
         pause(side, .trickling)
         setReading(&out)
-        out.append(.rest(side, milliseconds: limits.tricklePauseMilliseconds))
+        out.append(.rest(side, milliseconds: trickle.nextRest(base: limits.tricklePauseMilliseconds)))
     }
 
     /// Asks for the request head's bytes past those already read.

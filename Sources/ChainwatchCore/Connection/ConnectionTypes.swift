@@ -29,7 +29,7 @@ public enum PauseReason: Sendable, Hashable {
     case exchangeInProgress
     /// The proxy's own error answer is out; the client is read only to discard what it sends.
     case closing
-    /// A head arrives a few bytes per read: the side rests for `ConnectionLimits.tricklePauseMilliseconds` so
+    /// A head arrives a few bytes per read: the side rests (`ConnectionLimits.tricklePauseMilliseconds`, growing) so
     /// that the next read takes what came meanwhile (`HeadTrickle`).
     case trickling
 }
@@ -93,7 +93,8 @@ public struct ConnectionLimits: Sendable, Hashable {
     public var allowedPorts: Set<UInt16> = []
     /// Most interim (1xx) responses accepted before one final response.
     public var maxInterimResponses = 8
-    /// How long a side whose head trickles in rests between reads (`HeadTrickle`).
+    /// How long a side whose head trickles in rests before its next read at first (`HeadTrickle`: doubled per rest
+    /// while it trickles, up to 8 times this).
     public var tricklePauseMilliseconds = 10
 
     public init() {}

@@ -56,8 +56,24 @@ import Testing
         let head = Array(("GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nX-Pad: " + String(repeating: "a", count: 16_000 - 60) + "\r\n\r\n").utf8)
         let (reads, complete) = Self.readsForDrippedRequestHead(head)
         #expect(complete)
-        // One read per byte before (16 000); now a read per 10 ms rest, 100 bytes at a time: about 170.
-        #expect(reads < 300, "\(reads) reads for a \(head.count)-byte head")
+        // One read per byte before (16 000); a read per 10 ms rest, 100 bytes at a time, was about 170; with rests
+        // that grow to 80 ms, about 30.
+        #expect(reads < 50, "\(reads) reads for a \(head.count)-byte head")
+    }
+
+    /// Each rest while the head trickles is twice the one before, up to eight times the first; once resting, a large
+    /// read (what piled up) does not stop it.
+    @Test func restsGrowWhileTheHeadTrickles() {
+        var t = HeadTrickle()
+        for _ in 0...HeadTrickle.freeSmallReads { _ = t.read(1) }
+        #expect((0..<6).map { _ in t.nextRest(base: 10) } == [10, 20, 40, 80, 80, 80])
+        let afterRests = t.read(HeadTrickle.smallRead * 2)
+        #expect(afterRests, "what piled up in a rest is no sign the head stopped trickling")
+        #expect(t.nextRest(base: 10) == 80)
+        var fresh = HeadTrickle()
+        for _ in 0...HeadTrickle.freeSmallReads { _ = fresh.read(1) }
+        let beforeRests = fresh.read(HeadTrickle.smallRead)
+        #expect(!beforeRests, "before any rest a large read starts the count again")
     }
 
     @Test func aHeadInAFewLargeReadsNeverRests() {
