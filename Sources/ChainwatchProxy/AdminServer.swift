@@ -42,9 +42,18 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
     /// Where it listens (the port the kernel chose, for port 0).
     public var address: SocketAddress { listener!.address }
 
-    /// A new connection: held while the cap has room, else answered 503 and closed at once.
+    static let notAllowed = AdminResponse(status: 403, text: "not an allowed client (--allow-client)\n")
+
+    /// A new connection: one from a client `--allow-client` does not admit is answered 403 and closed at once (it
+    /// takes no slot);
+    /// else held while the cap and the client's share of it have room, else answered 503 and closed at once.
     private func accepted(_ fd: Int32, _ peer: SocketAddress) {
-        guard cap.admit() else {
+        guard server.configuration.admits(client: peer) else {
+            AdminConnection.refuse(loop: loop, fd: fd, with: Self.notAllowed.bytes())
+            return
+        }
+        let client = peer.addressBytes
+        guard cap.admit(client: client) else {
             AdminConnection.refuse(loop: loop, fd: fd, with: cap.refusal)
             return
         }
@@ -53,7 +62,7 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
             connection = try AdminConnection(loop: loop, fd: fd, peer: peer, serve: { [unowned self] in self.respond($0, from: $1) },
                                              onClose: { [unowned self] in self.closed($0) })
         } catch {
-            cap.closed()
+            cap.closed(client: client)
             return
         }
         connections[ObjectIdentifier(connection)] = connection
@@ -62,15 +71,13 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
 
     private func closed(_ connection: AdminConnection) {
         guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
-        cap.closed()
+        cap.closed(client: connection.peer.addressBytes)
     }
 
     // MARK: - Routes
 
     func respond(_ request: AdminRequest, from peer: SocketAddress) -> AdminResponse {
-        guard server.configuration.admits(client: peer) else {
-            return AdminResponse(status: 403, text: "not an allowed client (--allow-client)\n")
-        }
+        guard server.configuration.admits(client: peer) else { return Self.notAllowed }
         if let why = AdminRequestCheck.refusal(method: request.method, host: request.host, origin: request.origin,
                                                adminHeader: request.adminHeader,
                                                peerIsLoopback: ProxyConfiguration.loopback.contains { $0.contains(peer.addressBytes) }) {

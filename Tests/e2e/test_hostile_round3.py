@@ -90,27 +90,35 @@ def test_a_web_page_cannot_drive_the_admin_listener(start_proxy):
 
 
 def test_the_admin_listener_caps_its_connections_and_cuts_dripped_heads(start_proxy):
-    """64 connections drip a request head a byte a second: the 65th is answered 503 at once, the proxy still relays,
-    and each dripping connection is cut (408) at the 5 s head deadline, after which /healthz answers a fresh
-    connection. Before: evhttp took every connection, and a byte every 9 s kept one open for ever."""
+    """64 connections drip a request head a byte a second, 8 from each of 8 loopback addresses (a client address
+    holds at most 8): a 9th from one of them, and a 65th from a ninth address, are answered 503 at once, the proxy
+    still relays, and each dripping connection is cut (408) at the 5 s head deadline, after which /healthz answers a
+    fresh connection. Before: evhttp took every connection, and a byte every 9 s kept one open for ever."""
     import select
     import socket
     import time
     from helpers import echo_handler
     admin = free_port()
     proxy = start_proxy("--admin", f"127.0.0.1:{admin}")
+    def refused_from(source):
+        extra = socket.create_connection(("127.0.0.1", admin), timeout=5, source_address=(source, 0))
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        answer = recv_until_closed(extra)
+        extra.close()
+        return answer.startswith(b"HTTP/1.1 503 ")
+
     held = []
-    for _ in range(64):
-        s = socket.create_connection(("127.0.0.1", admin), timeout=5)
+    started = time.monotonic()
+    for index in range(64):
+        source = f"127.0.0.{index // 8 + 1}"
+        s = socket.create_connection(("127.0.0.1", admin), timeout=5, source_address=(source, 0))
         s.sendall(b"GET /healthz HTTP/1.1\r\n")   # a first byte: accepted at once (TCP_DEFER_ACCEPT)
         held.append(s)
-    started = time.monotonic()
+        if index == 7:
+            time.sleep(0.2)
+            assert refused_from("127.0.0.1"), "a ninth connection from one address, with 8 of 64 slots taken"
     time.sleep(0.3)
-    extra = socket.create_connection(("127.0.0.1", admin), timeout=5)
-    extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-    refused = recv_until_closed(extra)
-    extra.close()
-    assert refused.startswith(b"HTTP/1.1 503 "), refused[:80]
+    assert refused_from("127.0.0.9"), "a 65th connection"
     echo = TCPServer(echo_handler)
     try:
         s, status, _ = connect_via(proxy.port, f"127.0.0.1:{echo.port}")

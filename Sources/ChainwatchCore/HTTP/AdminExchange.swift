@@ -284,24 +284,41 @@ public struct AdminExchange: Sendable {
 /// descriptors and never starves the proxy's loops. Pure.
 public struct AdminConnectionCap: Sendable, Equatable {
     public static let defaultLimit = 64
+    /// Connections one client address may hold at once: one client cannot take every slot and starve the kubelet's
+    /// or the operator's `/healthz`, `/metrics` and `ctl` (a slot is held until the answer or the head deadline).
+    public static let defaultPerClient = 8
 
     public let limit: Int
+    public let perClient: Int
     public private(set) var open = 0
+    private var byClient: [[UInt8]: Int] = [:]
 
-    public init(limit: Int = defaultLimit) { self.limit = limit }
+    public init(limit: Int = defaultLimit, perClient: Int = defaultPerClient) {
+        self.limit = limit
+        self.perClient = perClient
+    }
 
-    /// A connection was accepted: true when it is held (counted until `closed`), false when it is to be refused.
-    public mutating func admit() -> Bool {
-        guard open < limit else { return false }
+    /// A connection from `client` (its address bytes) was accepted: true when it is held (counted until `closed`),
+    /// false when it is to be refused (the listener's slots, or the client's share of them, are all taken).
+    public mutating func admit(client: [UInt8]) -> Bool {
+        guard open < limit, byClient[client, default: 0] < perClient else { return false }
         open += 1
+        byClient[client, default: 0] += 1
         return true
     }
 
-    /// A held connection closed.
-    public mutating func closed() { open = max(0, open - 1) }
+    /// A held connection from `client` closed.
+    public mutating func closed(client: [UInt8]) {
+        open = max(0, open - 1)
+        switch byClient[client] {
+        case let count? where count > 1: byClient[client] = count - 1
+        case .some: byClient[client] = nil
+        case nil: break
+        }
+    }
 
     /// What a refused connection is sent before its close.
     public var refusal: [UInt8] {
-        AdminResponse(status: 503, text: "the admin listener holds \(limit) connections already; try again\n").bytes()
+        AdminResponse(status: 503, text: "the admin listener holds \(limit) connections, or \(perClient) of this client's, already; try again\n").bytes()
     }
 }

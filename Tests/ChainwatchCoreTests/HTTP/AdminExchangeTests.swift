@@ -155,13 +155,26 @@ import Testing
     }
 
     @Test func theCapHoldsItsLimitAndASlotFreesAtAClose() {
-        var cap = AdminConnectionCap(limit: 3)
-        #expect((0..<5).map { _ in cap.admit() } == [true, true, true, false, false])
-        cap.closed()
-        #expect(cap.admit() && !cap.admit())
+        var cap = AdminConnectionCap(limit: 3, perClient: 3)
+        let one: [UInt8] = [10, 0, 0, 1]
+        #expect((0..<5).map { _ in cap.admit(client: one) } == [true, true, true, false, false])
+        cap.closed(client: one)
+        #expect(cap.admit(client: one) && !cap.admit(client: one))
         #expect(cap.open == 3)
         #expect(String(decoding: cap.refusal, as: UTF8.self).hasPrefix("HTTP/1.1 503 Service Unavailable\r\n"))
-        #expect(AdminConnectionCap().limit == 64)
+        #expect(AdminConnectionCap().limit == 64 && AdminConnectionCap().perClient == 8)
+    }
+
+    /// One client address holds at most its share: the others (the kubelet, the operator) still get slots.
+    @Test func oneClientHoldsAtMostItsShare() {
+        var cap = AdminConnectionCap(limit: 10, perClient: 4)
+        let greedy: [UInt8] = [10, 0, 0, 1], other: [UInt8] = [10, 0, 0, 2]
+        #expect((0..<6).map { _ in cap.admit(client: greedy) } == [true, true, true, true, false, false])
+        #expect((0..<4).allSatisfy { _ in cap.admit(client: other) })
+        cap.closed(client: greedy)
+        #expect(cap.admit(client: greedy) && !cap.admit(client: greedy))
+        #expect(cap.admit(client: [10, 0, 0, 3]) && cap.admit(client: [10, 0, 0, 3]))
+        #expect(cap.open == 10 && !cap.admit(client: [10, 0, 0, 4]), "the listener's own limit still holds")
     }
 
     @Test func queryDecoding() {
