@@ -37,17 +37,24 @@ public struct ClientOffer: Hashable, Sendable, CustomStringConvertible {
         self.signatureAlgorithms = signatureAlgorithms; self.extensionTypes = extensionTypes.sorted()
     }
 
+    /// Whether the hello offered a session to resume (pre_shared_key).
+    public var offersPSK: Bool { extensionTypes.contains(TLSExtensionType.preSharedKey) }
+
     /// The newest version offered: the highest of `versions`, else the legacy version.
     public var maximumVersion: TLSVersion { versions.max() ?? legacyVersion }
 
-    /// Offers made from hellos are equal when their shapes are: every other field is a reading of the hello's parts
-    /// that the shape keeps (GREASE left out of the fields, blanked alike in the shape), but for the extensions the
-    /// shape drops as a fresh connection would (pre_shared_key, early_data, padding): a resumed hello and a fresh one
-    /// of the same client are one offer, as the probe sends neither PSK. Comparing the lists one by one as well cost
-    /// about 4 000 instructions a comparison, twice per probe-cache lookup. An offer with a shape never equals one
-    /// without.
+    /// Offers made from hellos are equal when their shapes are and both or neither offered a PSK: every other field
+    /// is a reading of the hello's parts that the shape keeps (GREASE left out of the fields, blanked alike in the
+    /// shape), but for the extensions the shape drops as a fresh connection would (pre_shared_key, early_data,
+    /// padding). A resumed hello stays an offer of its own: the probe mirrors the first hello of its offer, and one
+    /// mirrored from a resumed hello lacks the padding the stack adds to the fresh one (BoringSSL pads fresh hellos of
+    /// 256 to 511 bytes; the resumed one is longer and has none), which would let an interceptor tell that probe from
+    /// the client's fresh connections. Comparing the lists one by one as well cost about 4 000 instructions a
+    /// comparison, twice per probe-cache lookup. An offer with a shape never equals one without.
     public static func == (lhs: Self, rhs: Self) -> Bool {
-        if let left = lhs.shape, let right = rhs.shape { return left == right }
+        if let left = lhs.shape, let right = rhs.shape {
+            return left == right && lhs.offersPSK == rhs.offersPSK
+        }
         guard lhs.shape == nil, rhs.shape == nil else { return false }
         return lhs.serverName == rhs.serverName && lhs.alpn == rhs.alpn && lhs.versions == rhs.versions
             && lhs.legacyVersion == rhs.legacyVersion && lhs.cipherSuites == rhs.cipherSuites
