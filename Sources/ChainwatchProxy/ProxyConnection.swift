@@ -236,7 +236,11 @@ final class ProxyConnection: ConnectionDelegate {
             logger.warning("\(message)")
         case .close(let resetting):
             if machine.closedIdle { access.closeReason = .idle }
-            if machine.closedWithoutHeldRoom { access.closeReason = .noHeldRoom; access.detail = "no room in --held-memory" }
+            if machine.closedWithoutHeldRoom {
+                access.closeReason = .noHeldRoom
+                access.detail = "no room in --held-memory"
+                worker.heldBudget.countTunnelClosed()
+            }
             if !resetting.isEmpty, access.closeReason == .closed { access.closeReason = .reset }
             for side in resetting { connection(side)?.abort() }
             close()

@@ -88,17 +88,17 @@ public struct AccessRecord: Sendable {
         w.object("source") { s in
             s.field("ip", connection.sourceIP)
             s.field("port", Int(connection.sourcePort))
-            s.field("bytes", bytesFromClient)
+            s.field("bytes", late ? nil : bytesFromClient)   // the tunnel's own line counted them: sums stay right
         }
         w.object("destination") { d in
             d.field("domain", connection.connectHost.isEmpty ? nil : connection.connectHost)
             d.field("ip", connection.upstreamIP)
             d.field("port", connection.port == 0 ? nil : Int(connection.port))
-            d.field("bytes", bytesToClient)
+            d.field("bytes", late ? nil : bytesToClient)
         }
         w.object("network") { n in
             n.field("protocol", kind == .http ? "http" : (connection.protocolVersion != nil ? "tls" : nil))
-            n.field("bytes", bytesFromClient + bytesToClient)
+            n.field("bytes", late ? nil : bytesFromClient + bytesToClient)
         }
         w.object("http") { h in
             h.object("request") { $0.field("method", method) }

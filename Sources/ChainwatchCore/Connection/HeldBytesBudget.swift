@@ -22,15 +22,16 @@ public final class HeldBytesBudget: Sendable {
         precondition(bytes >= 0, "negative room")
         var current = used.load(ordering: .relaxed)
         while true {
-            guard bytes <= capacity - current else {
-                refusals.add(1, ordering: .relaxed)
-                return false
-            }
+            guard bytes <= capacity - current else { return false }
             let (exchanged, original) = used.compareExchange(expected: current, desired: current + bytes, ordering: .relaxed)
             if exchanged { return true }
             current = original
         }
     }
+
+    /// A tunnel was closed for want of room (counted here, not at each refused `take`: a tunnel may be refused twice
+    /// before its close, or decided meanwhile and not closed for it).
+    public func countTunnelClosed() { refusals.add(1, ordering: .relaxed) }
 
     /// Gives back room taken with `take`.
     public func giveBack(_ bytes: Int) {
@@ -38,6 +39,6 @@ public final class HeldBytesBudget: Sendable {
         used.subtract(bytes, ordering: .relaxed)
     }
 
-    /// Bytes taken now, and the requests refused since start (for `/metrics`).
+    /// Bytes taken now, and the tunnels closed for want of room since start (for `/metrics`).
     public var usage: (used: Int, refused: Int) { (used.load(ordering: .relaxed), refusals.load(ordering: .relaxed)) }
 }

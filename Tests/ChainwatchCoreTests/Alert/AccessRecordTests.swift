@@ -34,6 +34,10 @@ import Testing
         #expect(event["outcome"] as? String == "success")
         #expect(object["message"] as? String == "verdict example.com:443 alert: local_root (the tunnel's line was written as it ended)")
         #expect((object["chainwatch"] as? [String: Any])?["tunnel_id"] as? String == "1-57")
+        // Its bytes are the tunnel line's: not counted again (a SIEM summing network.bytes would count them twice).
+        for field in ["source", "destination", "network"] {
+            #expect((object[field] as? [String: Any])?["bytes"] == nil, "\(field).bytes")
+        }
         r.verdict = "block"
         let blocked = try #require(try JSONSerialization.jsonObject(with: Data(r.jsonLine.utf8)) as? [String: Any])
         #expect((blocked["event"] as? [String: Any])?["type"] as? [String] == ["connection", "info", "denied"])

@@ -11,6 +11,8 @@ import Testing
         #expect(budget.take(16_384))
         #expect(!budget.take(16_384), "32 KiB taken of 40 000: no third step")
         #expect(budget.usage.used == 32_768)
+        #expect(budget.usage.refused == 0, "a refused take is not yet a closed tunnel")
+        budget.countTunnelClosed()
         #expect(budget.usage.refused == 1)
         budget.giveBack(16_384)
         #expect(budget.take(16_384))
