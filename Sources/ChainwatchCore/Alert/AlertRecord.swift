@@ -176,22 +176,29 @@ public struct AlertRecord: Sendable {
         }
     }
 
-    /// `chainwatch.seen`: the validated path (else what was presented) level by level, in `chainwatch.expected`'s
-    /// encoding, so each expected pin can be looked for among what was seen.
+    /// `chainwatch.seen`: the validated path level by level, in `chainwatch.expected`'s encoding, so each expected pin
+    /// can be looked for among what was seen. A chain that built no path has no levels (its last certificate is
+    /// usually an intermediate, servers leave the root out): it is listed as presented, leaf first.
     private static func writeSeen(_ evidence: Evidence, to c: inout JSONWriter) {
         let validation = evidence.validation
-        let chain = validation.path.isEmpty ? validation.presented : validation.path
+        let validated = !validation.path.isEmpty
+        let chain = validated ? validation.path : validation.presented
         guard let leaf = chain.first else { return }
         func texts(_ certificate: CertificateFacts) -> [String] {
             ["cert sha256/" + HashText.base64(certificate.sha256), "spki sha256/" + HashText.base64(certificate.spkiSHA256)]
         }
         c.object("seen") { x in
-            x.field("root", chain.count > 1 ? texts(chain[chain.count - 1]) : nil)
-            x.field("root_subject", chain.count > 1 ? chain[chain.count - 1].subject : nil)
-            x.field("intermediate", chain.count > 2 ? chain[1..<(chain.count - 1)].flatMap(texts) : nil)
+            if validated {
+                x.field("root", chain.count > 1 ? texts(chain[chain.count - 1]) : nil)
+                x.field("root_subject", chain.count > 1 ? chain[chain.count - 1].subject : nil)
+                x.field("intermediate", chain.count > 2 ? chain[1..<(chain.count - 1)].flatMap(texts) : nil)
+            } else {
+                x.field("presented", chain.flatMap(texts))
+                x.field("presented_subjects", chain.map(\.subject))
+            }
             x.field("leaf", texts(leaf))
             x.field("leaf_subject", [leaf.subject])
-            x.field("validated", validation.error == nil && !validation.path.isEmpty)
+            x.field("validated", validation.error == nil && validated)
         }
     }
 

@@ -151,6 +151,15 @@ import Testing
         #expect(mark["clear"] as? String == "chainwatch ctl clear-known-bad a.test:443")
         #expect((object["message"] as? String)?.hasSuffix("(chainwatch ctl clear-known-bad a.test:443 ends it sooner)") == true)
         #expect(chainwatch["next"] as? String == Reason.rootMismatch.nextStep)
+        // A chain that built no path is listed as presented: its last certificate (an intermediate, the root left
+        // out) is not shown as the root beside the expected one.
+        var unvalidated = r
+        unvalidated.evidence?.validation.path = []
+        unvalidated.evidence?.validation.presented = [facts(subject: "CN=a"), facts(subject: "CN=Mid")]
+        let line = try #require(try JSONSerialization.jsonObject(with: Data(unvalidated.jsonLine.utf8)) as? [String: Any])
+        let presented = try #require((line["chainwatch"] as? [String: Any])?["seen"] as? [String: Any])
+        #expect(presented["root"] == nil && presented["intermediate"] == nil && presented["validated"] as? Bool == false)
+        #expect((presented["presented"] as? [String])?.count == 4 && presented["presented_subjects"] as? [String] == ["CN=a", "CN=Mid"])
         r.knownBadUntilMilliseconds = nil
         #expect(!r.jsonLine.contains("known_bad"))
         #expect(AlertRecord.clearCommand(host: "2001:db8::1", port: 443) == "chainwatch ctl clear-known-bad [2001:db8::1]:443")
