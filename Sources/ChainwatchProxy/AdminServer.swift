@@ -95,9 +95,9 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
             let stuck = stuckLoops()
             return stuck.isEmpty ? AdminResponse(status: 200, text: "ready\n")
                                  : AdminResponse(status: 503, text: "stuck: \(stuck.joined(separator: ", "))\n")
-        case ("GET", "/state"):
+        case ("GET", "/state"), ("HEAD", "/state"):
             return json(200, state())
-        case ("GET", "/process"):
+        case ("GET", "/process"), ("HEAD", "/process"):
             return json(200, identity.json(admin: "\(address)"))
         case ("POST", "/known-bad/clear"):
             let port = request.query["port"].flatMap { UInt16($0) }

@@ -219,6 +219,8 @@ def test_routes_methods_and_clients(start_proxy):
     port = free_port()
     p = start_proxy("--admin", f"127.0.0.1:{port}")
     assert admin_get(port, "/nothing")[0] == 404
+    for path in ("/metrics", "/healthz", "/readyz", "/state", "/process"):   # HEAD wherever GET is answered
+        assert admin_get(port, path, method="HEAD") == (200, ""), path
     assert admin_get(port, "/known-bad/clear")[0] == 405
     assert admin_get(port, "/metrics", method="POST")[0] == 405
     assert admin_get(port, "/verdicts/clear", method="POST") == (200, '{"cleared":0}\n')

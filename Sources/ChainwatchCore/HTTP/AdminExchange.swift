@@ -196,6 +196,11 @@ public struct AdminExchange: Sendable {
         guard ["GET", "HEAD", "POST"].contains(head.method) else {
             return answer(AdminResponse(status: 501, text: "\(head.method.prefix(20)): use GET, HEAD or POST\n"), forHead: forHead)
         }
+        // One Host, one Origin, one X-Chainwatch-Admin: the checks read the first, so a second could disagree.
+        for name in ["Host", "Origin", AdminRequestCheck.headerName]
+        where head.headers.lazy.filter({ $0.name.lowercased() == name.lowercased() }).count > 1 {
+            return answer(AdminResponse(status: 400, text: "\(name) given twice\n"), forHead: forHead)
+        }
         guard let framing = BodyFraming.request(head) else {
             return answer(AdminResponse(status: 400, text: "ambiguous body framing (Content-Length, Transfer-Encoding)\n"), forHead: forHead)
         }

@@ -114,6 +114,9 @@ import Testing
             ("POST /probes/clear HTTP/1.1\r\nContent-Length: 4097\r\n\r\n", "413 Content Too Large"),
             ("POST /probes/clear HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "400 Bad Request"),
             ("POST /probes/clear HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "400 Bad Request"),
+            ("GET /state HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n", "400 Bad Request"),
+            ("POST /known-bad/clear HTTP/1.1\r\nOrigin: null\r\norigin: null\r\n\r\n", "400 Bad Request"),
+            ("POST /known-bad/clear HTTP/1.1\r\nX-Chainwatch-Admin: 1\r\nx-chainwatch-admin: 1\r\n\r\n", "400 Bad Request"),
         ]
         for (request, status) in cases {
             var m = AdminExchange()
