@@ -34,7 +34,7 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
 
         // Pure logic: no Foundation, no C, no clock.
-        .target(name: "ChainwatchCore", swiftSettings: [.strictMemorySafety()]),
+        .target(name: "ChainwatchCore", dependencies: ["ChainwatchLock"], swiftSettings: [.strictMemorySafety()]),
 
         // Lock is Synchronization.Mutex, or a pthread mutex in the ThreadSanitizer build (-DSANITIZE_THREAD).
         .target(name: "ChainwatchLock"),

@@ -198,7 +198,7 @@ final class ProxyConnection: ConnectionDelegate {
         case .feedInspection(let side, let offset):
             feed(side, from: offset)
         case .takeHeldRoom(let bytes):
-            if worker.heldBudget.take(bytes) { heldRoom += bytes } else { events.append(.noHeldRoom) }
+            if worker.heldBudget.take(bytes, client: clientAddress.addressBytes) { heldRoom += bytes } else { events.append(.noHeldRoom) }
         case .returnHeldRoom:
             returnHeldRoom()
         case .relay(let side, let count, let eager):
@@ -305,7 +305,7 @@ final class ProxyConnection: ConnectionDelegate {
     private var restingSide = Side.client
 
     private func returnHeldRoom() {
-        if heldRoom > 0 { worker.heldBudget.giveBack(heldRoom) }
+        if heldRoom > 0 { worker.heldBudget.giveBack(heldRoom, client: clientAddress.addressBytes) }
         heldRoom = 0
     }
 

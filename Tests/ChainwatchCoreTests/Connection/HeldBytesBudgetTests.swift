@@ -21,6 +21,24 @@ import Testing
         #expect(!budget.take(1))
     }
 
+    /// One client address holds at most a quarter of the budget; the others keep theirs, and what it gives back is
+    /// its own again.
+    @Test func oneClientHoldsAtMostAQuarter() {
+        let budget = HeldBytesBudget(capacity: 16 * 16_384)
+        let greedy: [UInt8] = [10, 0, 0, 1], other: [UInt8] = [10, 0, 0, 2]
+        #expect((0..<6).map { _ in budget.take(16_384, client: greedy) } == [true, true, true, true, false, false])
+        #expect((0..<4).allSatisfy { _ in budget.take(16_384, client: other) })
+        #expect(budget.usage.used == 8 * 16_384)
+        budget.giveBack(16_384, client: greedy)
+        #expect(budget.take(16_384, client: greedy) && !budget.take(16_384, client: greedy))
+        // The budget's own capacity still bounds everyone: 8 more addresses' worth is more than the 8 steps left.
+        let granted = (3...10).map { budget.take(16_384 * 2, client: [10, 0, 0, UInt8($0)]) }.filter { $0 }.count
+        #expect(granted == 4 && budget.usage.used == 16 * 16_384)
+        #expect(!budget.take(1, client: [10, 0, 0, 99]))
+        for address in 3...6 { budget.giveBack(16_384 * 2, client: [10, 0, 0, UInt8(address)]) }
+        #expect(budget.take(16_384 * 4, client: [10, 0, 0, 3]), "a share given back is whole again")
+    }
+
     @Test func aZeroBudgetRefusesEverything() {
         let budget = HeldBytesBudget(capacity: 0)
         #expect(!budget.take(1))
