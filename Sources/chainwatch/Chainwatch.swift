@@ -85,7 +85,7 @@ struct Run: ParsableCommand {
     var cacheMemory = (VerdictCache.defaultMaxBytes + Prober.defaultMaxBytes) >> 20
 
     @Option(name: .customLong("held-memory"),
-            help: "MiB all tunnels together may hold until their verdicts (a server's bytes under block, a client's until its ClientHello is whole), counted in 16 KiB steps. A tunnel that finds no room is closed before any held byte passes (logged, access line no_held_room; no known-bad mark: a resource limit, not a finding).")
+            help: "MiB all tunnels together may hold until their verdicts (a server's bytes under block, a client's until its ClientHello is whole), counted in 16 KiB steps; the tunnels of one client address at most a quarter of it. A tunnel that finds no room is closed before any held byte passes (logged, access line no_held_room; no known-bad mark: a resource limit, not a finding).")
     var heldMemory = HeldBytesBudget.defaultCapacity >> 20
 
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")
