@@ -31,16 +31,17 @@ public struct ClientHelloShape: Hashable, Sendable {
     /// The digests, then the bytes eight at a time (a probe-cache hit compares a whole blanked hello).
     public static func == (lhs: Self, rhs: Self) -> Bool {
         guard lhs.digest == rhs.digest, lhs.bytes.count == rhs.bytes.count else { return false }
-        return lhs.bytes.withUnsafeBytes { left in
-            rhs.bytes.withUnsafeBytes { right in
+        // Reads within both buffers only: `offset + 8 <= count`, then single bytes below `count` (the counts are equal).
+        return unsafe lhs.bytes.withUnsafeBytes { left in
+            unsafe rhs.bytes.withUnsafeBytes { right in
                 var offset = 0
                 while offset + 8 <= left.count {
-                    guard left.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+                    guard unsafe left.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
                         == right.loadUnaligned(fromByteOffset: offset, as: UInt64.self) else { return false }
                     offset += 8
                 }
                 while offset < left.count {
-                    guard left[offset] == right[offset] else { return false }
+                    guard unsafe left[offset] == right[offset] else { return false }
                     offset += 1
                 }
                 return true
