@@ -103,7 +103,7 @@ public final class Listener {
             }
             return   // EAGAIN (another loop took it), ECONNABORTED (the client gave up): nothing to do
         }
-        acceptFailures.accepted()
+        if let line = acceptFailures.accepted() { log(line) }
         let peer = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: length) }
         }

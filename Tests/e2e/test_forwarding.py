@@ -470,6 +470,10 @@ def test_out_of_descriptors_backs_off_and_serves_the_waiting_clients_later(tmp_p
             s.close()   # its descriptors go to the next waiting client
             served += 1
         assert served >= len(waiting) - 2, (served, len(waiting))   # a 502 or two while the first closes settle
+        # The log says when accepting stopped and when it came back, a line each per burst, not one per attempt.
+        output = p.output()
+        assert "cannot accept: " in output and "accepting again, after" in output, output[-2000:]
+        assert output.count("cannot accept: ") <= 5, output[-2000:]
     finally:
         for s in clients:
             s.close()
