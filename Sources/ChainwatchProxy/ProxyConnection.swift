@@ -15,6 +15,8 @@ final class ProxyConnection: ConnectionDelegate {
     unowned let worker: Worker
     let client: Connection
     let clientAddress: SocketAddress
+    /// The client's address bytes, read once: its share of the held-bytes budget is kept under them.
+    private let clientKey: [UInt8]
     var machine: ConnectionMachine
     var upstream: Connection?
     private var addresses: [SocketAddress] = []
@@ -42,6 +44,7 @@ final class ProxyConnection: ConnectionDelegate {
         self.worker = worker
         self.client = client
         self.clientAddress = clientAddress
+        clientKey = clientAddress.addressBytes
         machine = ConnectionMachine(limits: worker.configuration.connectionLimits)
         client.delegate = self
     }
@@ -198,7 +201,7 @@ final class ProxyConnection: ConnectionDelegate {
         case .feedInspection(let side, let offset):
             feed(side, from: offset)
         case .takeHeldRoom(let bytes):
-            if worker.heldBudget.take(bytes, client: clientAddress.addressBytes) { heldRoom += bytes } else { events.append(.noHeldRoom) }
+            if worker.heldBudget.take(bytes, client: clientKey) { heldRoom += bytes } else { events.append(.noHeldRoom) }
         case .returnHeldRoom:
             returnHeldRoom()
         case .relay(let side, let count, let eager):
@@ -305,7 +308,7 @@ final class ProxyConnection: ConnectionDelegate {
     private var restingSide = Side.client
 
     private func returnHeldRoom() {
-        if heldRoom > 0 { worker.heldBudget.giveBack(heldRoom, client: clientAddress.addressBytes) }
+        if heldRoom > 0 { worker.heldBudget.giveBack(heldRoom, client: clientKey) }
         heldRoom = 0
     }
 
