@@ -459,3 +459,13 @@ def start_own_anchor_proxy(start_proxy, tmp_path, pki, action, probe_timeout=3, 
     policy.write_text(f"version: 1\ndefaults:\n  action: {action}\n  anchors: [{pki}/genuine-root.pem]\nrules: []\n")
     return start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", str(probe_timeout),
                        "--grace", "1", *extra)
+
+
+def block_everything(directory, name):
+    """A hosts file mapping `name` to 127.0.0.1 and a policy blocking every host on the system roots: the setting of
+    tests that aim a hostile server at the proxy under block. Returns (hosts, policy)."""
+    hosts = directory / "hosts"
+    hosts.write_text(f"127.0.0.1 {name}\n")
+    policy = directory / "block.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\nrules: []\n")
+    return hosts, policy

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import TCPServer, wait_alert_lines
+from helpers import TCPServer, block_everything, wait_alert_lines
 from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
 
 
@@ -74,10 +74,7 @@ def test_held_bytes_past_the_process_budget_close_their_tunnel_and_mark_nobody(s
     import json
     import urllib.request
     server = closing(TCPServer(flooding_certificate))
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 flood.test\n")
-    policy = tmp_path / "block.yaml"
-    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\nrules: []\n")
+    hosts, policy = block_everything(tmp_path, "flood.test")
     admin = free_port()
     access = tmp_path / "access.jsonl"
     proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "3", "--held-memory", "1",

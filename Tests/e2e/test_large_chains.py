@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from helpers import (HTTPServer, OpenSSLServer, TCPServer, assert_no_alert_lines, curl_genuine, free_port,
+from helpers import (HTTPServer, OpenSSLServer, TCPServer, assert_no_alert_lines, block_everything, curl_genuine, free_port,
                      read_alert_lines, start_own_anchor_proxy, wait_alert_lines)
 from test_admin import metrics, value
 from test_hostile_servers import handshake, record
@@ -192,10 +192,7 @@ def test_room_is_shared_by_all_tunnels_and_given_back_at_the_verdict(start_proxy
     first tunnel gets it, a second at the same time does not (oversized_handshake at once, no server byte), and once
     the first ends at its verdict deadline (handshake_timeout) the room is free again for a third."""
     server = closing(TCPServer(announcing_sixteen_mebibytes))
-    hosts = tmp_path / "hosts"
-    hosts.write_text("127.0.0.1 huge.test\n")
-    policy = tmp_path / "block.yaml"
-    policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\nrules: []\n")
+    hosts, policy = block_everything(tmp_path, "huge.test")
     admin = free_port()
     proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "2", "--admin", f"127.0.0.1:{admin}")
 
