@@ -7,6 +7,9 @@
 #   Tests/Fuzz/run.sh --regress [TARGET...]        each target once over its seeds, no fuzzing
 #   Tests/Fuzz/run.sh --build                      build only
 #
+# FUZZ_TIMEOUT (10) is libFuzzer's limit for one input in seconds; raise it for a run at a low priority (nice 19) on a
+# busy machine, where a starved process would otherwise report a timeout that is no finding.
+#
 # Seeds are read from corpus/TARGET (checked in); what a run learns goes to .build/corpus/TARGET (kept between runs,
 # not in git); a crashing input is written to .build/artifacts/TARGET/ and the run fails. Each target's libFuzzer
 # output is in .build/logs/TARGET.log; one summary line per target is printed. Exits non-zero if any target failed.
@@ -89,7 +92,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-malloc_context_size=4}
 failed=()
 for t in "${targets[@]}"; do
     mkdir -p ".build/corpus/$t" ".build/artifacts/$t" .build/logs
-    args=(-artifact_prefix=".build/artifacts/$t/" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+    args=(-artifact_prefix=".build/artifacts/$t/" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -print_final_stats=1)
     [ -n "${DICT[$t]:-}" ] && args+=(-dict="dict/${DICT[$t]}.dict")
     [ -n "${MAXLEN[$t]:-}" ] && args+=(-max_len="${MAXLEN[$t]}")
     log=".build/logs/$t.log"
