@@ -23,6 +23,8 @@ final class ProxyConnection: ConnectionDelegate {
     var connectedAddress: SocketAddress?
     private var pumps: [Side: SplicePump] = [:]
     var inspection: TunnelInspection?
+    /// The client's first bytes, kept while a redialed tunnel may have to send them again (`ConnectionMachine.replayCopy`).
+    private var replayBytes: [UInt8] = []
     var snapshot: PolicySnapshot?
     private lazy var timer = Timer(loop: worker.loop) { [unowned self] in self.timerFired() }
     /// A side whose head trickles in rests on this timer (`.rest`), apart from the connection's deadline.
@@ -210,6 +212,18 @@ final class ProxyConnection: ConnectionDelegate {
             worker.stats.bytesCopied.add(count, ordering: .relaxed)
             access.moved(count, from: side)
             events.append(.queued(side.other, destination.output.count))
+        case .copyForReplay(let count):
+            replayBytes += client.input.peek(max: count)
+        case .dropReplayCopy:
+            replayBytes = []
+        case .replay(let count):
+            guard let upstream, replayBytes.count == count else {
+                // Never a stream with a hole in it: the tunnel ends instead.
+                logger.error("replay of \(count) client bytes asked, \(replayBytes.count) kept")
+                return events.append(.failed(.upstream, "no copy of the client's bytes to replay"))
+            }
+            upstream.write(replayBytes)
+            events.append(.queued(.upstream, upstream.output.count))
         case .setReading(let side, let on):
             guard let connection = connection(side) else { return }
             if on { connection.enableRead() } else { connection.disableRead() }

@@ -12,7 +12,8 @@ Servers (all on loopback, all presenting the genuine chain of make-pki.sh, stopp
 3. `openssl s_server -groups P-384`: no client sends a P-384 key share, so every handshake takes a HelloRetryRequest;
    the server's `-trace` output shows the HRR (its ServerHello random is the RFC 8446 HRR constant), checked per fetch.
 4. `openssl s_server` with an ECDSA leaf (`-cert`) and an RSA leaf (`-dcert`), same subject and intermediate.
-5. `openssl s_server` as it comes: one connection at a time (under block the probe goes first, then the tunnel).
+5. `openssl s_server` as it comes: one connection at a time (under block the probe and the
+   tunnel go together; when the server takes the tunnel's first, the tunnel gives it up for the probe and comes again).
 
 The s_server servers answer their `-www` status page; nginx serves /blob as text/plain (chromium --dump-dom never
 returns on a download). A client that fails against a server directly (without the proxy) would be a client/server

@@ -155,9 +155,9 @@ def verdicts(admin):
 @pytest.mark.parametrize("action", ["block", "alert"])
 def test_a_megabyte_chain_over_tls13_passes_on_a_server_of_one_connection_at_a_time(start_proxy, tmp_path, pki, leaves,
                                                                                      closing, action):
-    """`openssl s_server` serves one connection at a time. Under block the probe goes first, while the tunnel's
-    upstream connection is closed; a 1 MB chain is too large for the probe cache, so the tunnel keeps that result
-    (with room) for its own ServerHello. Before, the tunnel probed again while it held the server's only connection:
+    """`openssl s_server` serves one connection at a time. Under block the probe and the tunnel's new connection go
+    together (when the server takes the tunnel's first, the tunnel gives it up for the probe and connects again); a
+    1 MB chain is too large for the probe cache, so the tunnel holds that result (with room) for its own ServerHello. Before, the tunnel probed again while it held the server's only connection:
     that probe timed out and the genuine chain was blocked (probe_failed). Two tunnels in turn, each judged with one
     probe of its own, and the room given back."""
     full, key, length = leaves["1m"]
@@ -279,20 +279,26 @@ def relay(conn, first, backend_port, pause_after=None, pause=0.0):
 class GenuineThenSilent:
     """In front of a genuine TLS server: the first `relayed` connections that send bytes (chainwatch's probe, made
     first under block: for a 1 MB chain one handshake that stops at 512 KiB and one with room for 2 MiB) are relayed
-    to it; every later one is read and never answered, as long as it stays open."""
+    to it; every later one is read and never answered, as long as it stays open. With `silent_for`, the connection
+    that carries exactly those bytes (the test client's own ClientHello: the tunnel, not the probe, whose hello has
+    its own random) is the one never answered, whenever it comes, and every other is relayed."""
 
-    def __init__(self, backend_port, relayed):
+    def __init__(self, backend_port, relayed, silent_for=None):
         self.backend_port = backend_port
         self.lock = threading.Lock()
         self.left = relayed
+        self.silent_for = silent_for
 
     def __call__(self, conn):
         first = conn.recv(65536)
         if not first:
             return
         with self.lock:
-            relayed = self.left > 0
-            self.left -= 1
+            if self.silent_for is not None:
+                relayed = not (len(first) >= 43 and self.silent_for.startswith(first))
+            else:
+                relayed = self.left > 0
+                self.left -= 1
         if not relayed:
             while conn.recv(65536):
                 pass
@@ -302,20 +308,21 @@ class GenuineThenSilent:
 
 def test_a_kept_probe_chain_gives_its_room_back_when_the_server_then_says_nothing(start_proxy, tmp_path, pki, leaves,
                                                                                   closing):
-    """Under block a TLS 1.3 tunnel keeps its first probe's 1 MB chain, with room, for its own ServerHello. A server
-    that passes the probe, takes the tunnel's reconnect and sends nothing (its client keeping the tunnel open) must not
-    hold that room for as long as the tunnel lasts: from the kept chain on, the server has the verdict deadline
-    (--probe-timeout) to show its handshake; then handshake_timeout, and the room goes back. Before, the deadline only
-    started at the server's first byte, so the room stayed taken until the idle timeout (300 s)."""
+    """Under block a TLS 1.3 tunnel at first contact holds its paired probe's 1 MB chain, with room, until its own
+    ServerHello and flight. A server that answers the probe, takes the tunnel's connection and sends nothing (its
+    client keeping the tunnel open) must not hold that room for as long as the tunnel lasts: from the probe's answer
+    on, the server has the flight deadline (--probe-timeout) to show its handshake; then handshake_timeout, and the
+    room goes back."""
     full, key, length = leaves["1m"]
     genuine = closing(HTTPServer(certfile=str(full), keyfile=str(key), tls="1.3"))
-    server = closing(TCPServer(GenuineThenSilent(genuine.port, relayed=2)))
+    hello = client_hello("1.3")
+    server = closing(TCPServer(GenuineThenSilent(genuine.port, relayed=0, silent_for=hello)))
     admin = free_port()
     proxy = start_own_anchor_proxy(start_proxy, tmp_path, pki, "block", probe_timeout=2,
                                    extra=("--admin", f"127.0.0.1:{admin}"))
     sock = open_tunnel(proxy, server.port)
     try:
-        sock.sendall(client_hello("1.3"))
+        sock.sendall(hello)
         deadline = time.monotonic() + 10   # the probe's own room (6 MiB, for its handshake with room for 2 MiB) first
         while (metric(admin, "chainwatch_large_handshakes_total", result="granted") < 2
                or metric(admin, "chainwatch_probes_in_flight") > 0) and time.monotonic() < deadline:

@@ -35,9 +35,10 @@ extension ConnectionMachine {
         /// The answer to a `.takeHeldRoom` that the process's budget for held bytes (`HeldBytesBudget`) could not give:
         /// the tunnel closes before what it holds passes.
         case noHeldRoom
-        /// Inspection, before any byte has passed either way: close the upstream connection and keep the client's
-        /// bytes, so the upstream is free for chainwatch's own probe (a server that takes one connection at a time
-        /// would otherwise never answer it). `.reconnect` opens the tunnel's upstream again.
+        /// Inspection, before any server byte has reached the client: close the upstream connection and keep the
+        /// client's bytes (those that went up already are kept as `replayCopy`), so that the probe and the tunnel's
+        /// connection are opened together, and a server that takes one connection at a time answers the probe.
+        /// `.reconnect` opens the tunnel's upstream again.
         case redial
         /// Inspection: connect to the same upstream address again after `.redial`, then pass the client's bytes.
         case reconnect
@@ -85,6 +86,13 @@ extension ConnectionMachine {
         /// Moves the first `count` bytes of `from`'s input to the other side's output (zero-copy); `eager` sends them
         /// at once when nothing is queued before them.
         case relay(from: Side, count: Int, eager: Bool)
+        /// Before the `.relay` of the client's next `count` bytes: keep a copy of them (`ConnectionMachine.replayCopy`).
+        case copyForReplay(Int)
+        /// Forget the copy: it will not be replayed.
+        case dropReplayCopy
+        /// Send the kept copy (`count` bytes) to the upstream connection just made again, before anything else; answered
+        /// by `.queued(.upstream, …)`.
+        case replay(Int)
         case setReading(Side, Bool)
         /// `.drained` is reported when `side`'s output falls to `bytes`.
         case setLowWatermark(Side, Int)

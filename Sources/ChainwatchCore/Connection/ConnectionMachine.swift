@@ -68,6 +68,15 @@ public struct ConnectionMachine: Sendable {
         case connecting
     }
     public private(set) var redial: Redial?
+    /// How many of the client's first bytes the executor keeps a copy of (`.copyForReplay`), from the reconnect after a
+    /// redial until the first server byte reaches the client or the verdict; nil: none kept. With it, a tunnel whose
+    /// upstream was dropped again once its client's hello had gone up (a paired probe stalled behind it) sends those
+    /// bytes to the new connection (`.replay`).
+    public private(set) var replayCopy: Int?
+    /// The most client bytes kept for a replay (a ClientHello, and whatever the client sent after it).
+    public static let replayLimit = 64 * 1024
+    /// Client bytes to replay once the redialed upstream is connected.
+    private var replayOnReconnect = 0
     /// Plain HTTP: the last response is out and the connection closes once the client has it all.
     var closeWhenFlushed = false
 
@@ -337,6 +346,14 @@ public struct ConnectionMachine: Sendable {
             if available - count > 0 { coverHeldBytes(&out, relaying: (side, count)) }
         }
         guard count > 0 else { return }
+        if let copied = replayCopy {
+            if side == .client, copied + count <= Self.replayLimit {
+                replayCopy = copied + count
+                out.append(.copyForReplay(count))
+            } else {
+                dropReplayCopy(&out)   // the server's bytes reach the client, or too much to keep
+            }
+        }
         sides[side].buffered = available - count
         sides[side].fed = max(0, sides[side].fed - count)
         sides[side].relayed += count
@@ -491,6 +508,7 @@ public struct ConnectionMachine: Sendable {
 
     private mutating func decided(_ decision: InspectionDecision, _ out: inout [Action]) {
         guard phase == .relaying, inspecting else { return out.append(.ignored("decided in \(phase) without an inspection")) }
+        dropReplayCopy(&out)
         switch decision {
         case .release:
             inspecting = false
@@ -511,10 +529,13 @@ public struct ConnectionMachine: Sendable {
 
     // MARK: - Redial (a probe before the tunnel's own handshake)
 
-    /// Drops the upstream connection while nothing has passed either way, holding the client's bytes.
+    /// Drops the upstream connection while nothing of the server's has reached the client, holding the client's
+    /// bytes: none have gone up yet, or all that did are kept for a replay.
     private mutating func dropUpstreamForProbe(_ out: inout [Action]) {
-        guard phase == .relaying, inspecting, redial == nil, sides[.client].streamRelayed == 0, sides[.upstream].streamRelayed == 0,
+        let sent = sides[.client].streamRelayed
+        guard phase == .relaying, inspecting, redial == nil, sent == 0 || replayCopy == sent, sides[.upstream].streamRelayed == 0,
               !sides[.upstream].pauses.contains(.spliced) else { return out.append(.ignored("redial once bytes have passed")) }
+        replayOnReconnect = sent
         redial = .waiting
         out.append(.dropUpstream)
         sides[.upstream].pauses = PauseSet(.notConnected)
@@ -529,6 +550,11 @@ public struct ConnectionMachine: Sendable {
 
     private mutating func reconnected(_ out: inout [Action]) {
         redial = nil
+        if replayOnReconnect > 0 {
+            out.append(.replay(replayOnReconnect))   // before anything else goes up
+            replayOnReconnect = 0
+        }
+        if replayCopy == nil, sides[.client].streamRelayed == 0 { replayCopy = 0 }
         out.append(.cancelTimer)
         out.append(.schedule(milliseconds: limits.idleTimeoutMilliseconds))
         resume(.upstream, .notConnected)
@@ -536,6 +562,12 @@ public struct ConnectionMachine: Sendable {
         setReading(&out)
         if sides[.client].pauses.contains(.ended) { finishHalfCloses(&out) }
         if sides[.client].buffered > 0, !sides[.client].feeding { relay(from: .client, &out) }
+    }
+
+    private mutating func dropReplayCopy(_ out: inout [Action]) {
+        guard replayCopy != nil else { return }
+        replayCopy = nil
+        out.append(.dropReplayCopy)
     }
 
     /// The tunnel's client already has its `200`: all that is left is to close it.

@@ -56,7 +56,28 @@ public struct HandshakeWatch: Sendable {
     ///   it). Up to `TLSObserver.maxProtocolMessageLength`; a caller that reads past the default bounds the memory
     ///   itself, from `announcedServerMessageLength`, before the message's bytes arrive.
     public init(serverMessageLimit: Int = TLSObserver.maxServerHandshakeMessageLength) {
-        serverObserver = TLSObserver(tracksEncryptedRecords: true, messageLimit: min(serverMessageLimit, TLSObserver.maxProtocolMessageLength))
+        self.serverMessageLimit = min(serverMessageLimit, TLSObserver.maxProtocolMessageLength)
+        serverObserver = TLSObserver(tracksEncryptedRecords: true, messageLimit: self.serverMessageLimit)
+    }
+
+    private let serverMessageLimit: Int
+
+    /// The tunnel's upstream connection was replaced before any of its server's bytes reached the client (a probe
+    /// needed a server that serves one connection at a time to itself): what that server sent is forgotten, and the
+    /// new connection's server is read from its first byte. The client's hello stays.
+    public mutating func restartServer() {
+        if decidedByServer {
+            decided = nil
+            decidedByServer = false
+        }
+        serverObserver = TLSObserver(tracksEncryptedRecords: true, messageLimit: serverMessageLimit)
+        watchesServerFlight = false
+        serverHello = nil
+        passableServerBytes = 0
+        serverFacts = 0
+        serverAlerts = 0
+        stapledOCSP = nil
+        chainAwaitingStatus = nil
     }
 
     /// The body length the server's handshake message being read announces (nil when none is pending, or once

@@ -35,6 +35,8 @@ public protocol InspectionResources: AnyObject {
     func reserveRoom(_ bytes: Int) -> Bool
     /// The room's size for all tunnels, for the `oversized_handshake` detail.
     var roomCapacity: Int { get }
+    /// A fair coin, drawn for each first contact: whether the probe's connection is opened before the tunnel's.
+    func probeGoesFirst() -> Bool
 }
 
 extension InspectionMachine {
@@ -88,13 +90,23 @@ extension InspectionMachine {
 
         /// A TLS client sends its whole ClientHello at once; its segments arrive within a round trip.
         public var clientHoldMilliseconds: Int { min(1000, probeTimeoutMilliseconds) }
+
+        /// At first contact, how long after the tunnel's server answered the probe may go unanswered before the
+        /// tunnel gives the server up to it (`pairStall`): a server that serves one connection at a time answers the
+        /// other only once the first is closed. A tenth of the probe timeout, 200 ms to 1 s (500 ms by default).
+        public var pairStallMilliseconds: Int { max(200, min(1000, probeTimeoutMilliseconds / 10)) }
     }
 
     /// Where the inspection stands; each phase carries what means something in it.
     public enum Phase: Sendable {
         /// Reading the hellos; no evidence asked for yet.
         case watching
-        /// Probe first: the upstream connection was dropped (`.redial`) and the probe with the client's offer runs.
+        /// First contact: the tunnel's upstream connection was dropped (`.redial`) and opened again together with
+        /// the probe's (`.pair`, in an order drawn at random), each sending its hello; the tunnel's server bytes are
+        /// held until the probe answers.
+        indirect case pairing(ClientOffer)
+        /// Probe first: the upstream connection was dropped (`.redial`) and the probe with the client's offer runs
+        /// (after a pair whose probe stalled behind the tunnel's connection).
         indirect case probingFirst(ClientOffer)
         /// Probe first: its chain is judged (under `rule`); the tunnel's own bytes still reach the watch.
         indirect case judgingFirstProbe(ClientOffer, Probe, rule: Rule)
@@ -111,6 +123,7 @@ extension InspectionMachine {
         public var name: String {
             switch self {
             case .watching: "watching"
+            case .pairing: "pairing"
             case .probingFirst: "probingFirst"
             case .judgingFirstProbe: "judgingFirstProbe"
             case .probing: "probing"
@@ -162,6 +175,7 @@ extension InspectionMachine {
             case .clientHello: 1
             case .verdict: 2
             case .flight: 4
+            case .pairStall: 8
             }
         }
     }
@@ -174,12 +188,16 @@ extension InspectionMachine {
         case verdict
         /// How long the tunnel's encrypted flight may take to reach the probe's size.
         case flight
+        /// At first contact, from the tunnel's server's first byte: how long the paired probe may go unanswered
+        /// (`Settings.pairStallMilliseconds`).
+        case pairStall
 
         public var description: String {
             switch self {
             case .clientHello: "clientHello"
             case .verdict: "verdict"
             case .flight: "flight"
+            case .pairStall: "pairStall"
             }
         }
     }
@@ -213,6 +231,10 @@ extension InspectionMachine {
         /// Probe the tunnel's address with `offer`; `fresh`: forget the cached result first (a re-probe). Answered by
         /// `probeAnswered`.
         indirect case probe(ClientOffer, fresh: Bool)
+        /// First contact, after `.redial`: open the tunnel's upstream connection again (`.reconnect`) and probe with
+        /// `offer`, starting the probe's connection first when `probeFirst`, else the tunnel's, so that their hellos
+        /// leave in that order. Answered by `probeAnswered`.
+        indirect case pair(ClientOffer, probeFirst: Bool)
         /// Judge `chain` under `rule` for a tunnel with `facts`. Answered by `chainJudged`.
         indirect case judge(Chain, rule: Rule, facts: ConnectionFacts)
         /// Start `Deadline`'s timer (answered by `deadlineFired`), or stop it.
@@ -243,6 +265,7 @@ extension InspectionMachine {
                 default: "connection(\(event))"
                 }
             case .probe(_, let fresh): fresh ? "probe(fresh)" : "probe"
+            case .pair(_, let probeFirst): probeFirst ? "pair(probe first)" : "pair(tunnel first)"
             case .judge(let chain, _, _): "judge(\(chain.source.rawValue))"
             case .arm(let deadline, let ms): "arm(\(deadline), \(ms))"
             case .cancel(let deadline): "cancel(\(deadline))"

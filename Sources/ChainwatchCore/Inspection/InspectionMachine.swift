@@ -5,11 +5,17 @@
 ///
 /// The phases, for a tunnel under a rule that holds the server's bytes (`block` or a block disposition):
 /// ```
-/// watching ─ TLS 1.3 hello, no cached probe ─► probingFirst ─ chain ─► judgingFirstProbe ─ passes ─► watching (reconnect)
-///    │                                              └ no chain / blocks ──────────────────────────────► finished
+/// watching ─ TLS 1.3 hello, no cached probe ─► pairing ─ probe answers ─► weighing (once the tunnel's flight is in)
+///    │                                            ├ tunnel's own ≤ 1.2 chain ─► judging
+///    │                                            └ probe stalls behind the tunnel ─► probingFirst (redial)
+///    │  probingFirst ─ chain ─► judgingFirstProbe ─ passes ─► watching (reconnect, the client's bytes replayed)
+///    │       └ no chain / blocks ───────────────────────────────► finished
 ///    ├─ ≤ 1.2 Certificate ───────────────────────────────────────────────► judging ─────────────────► finished
 ///    └─ TLS 1.3 ServerHello ─► probing ─► weighing ─ agrees ─► judging; differs ─► probing(fresh) ─► weighing ─ differs ─► finished
 /// ```
+/// At first contact (`pairing`) the probe and the tunnel's own connection are opened together, in an order drawn at
+/// random, so an interceptor cannot tell them apart by which comes first: forging one of the two is forging the probe
+/// half the time.
 /// An alert rule holds nothing once the ClientHello has picked it and does not probe first. Events that come late
 /// (a probe answered after the tunnel was decided) do nothing; events that cannot happen in a phase are answered
 /// with `.impossible`.
@@ -53,6 +59,9 @@ public struct InspectionMachine: Sendable {
     /// The chain judged was over 224 KiB (read with room): its upstream is not marked known-bad.
     private var largeChain = false
     private var probeJA4: String?
+    /// A pair's probe still runs while the tunnel's own evidence decided (a TLS ≤ 1.2 chain): its answer is not
+    /// waited for and changes nothing.
+    private var pairProbeOutstanding = false
 
     public init(policy: Policy, facts: ConnectionFacts, settings: Settings) {
         self.policy = policy
@@ -96,7 +105,7 @@ public struct InspectionMachine: Sendable {
         var out: [Action] = []
         switch phase {
         case .finished, .judging: return out   // decided, or a chain is judged: the rest adds nothing
-        case .watching, .probingFirst, .judgingFirstProbe, .probing, .weighing: break
+        case .watching, .pairing, .probingFirst, .judgingFirstProbe, .probing, .weighing: break
         }
         let hadHello = watch.sawClientHello
         let need = watch.client(bytes)
@@ -120,9 +129,10 @@ public struct InspectionMachine: Sendable {
         var out: [Action] = []
         switch phase {
         case .finished, .judging: return out
-        case .watching, .probingFirst, .judgingFirstProbe, .probing, .weighing: break
+        case .watching, .pairing, .probingFirst, .judgingFirstProbe, .probing, .weighing: break
         }
         if !sawServerBytes, holds, !verdictDeadlineStarted { startVerdictDeadline(&out) }
+        let firstServerBytes = !sawServerBytes
         sawServerBytes = true
         let need = watch.server(bytes)
         if let hello = watch.serverHello, facts.protocolVersion == nil {
@@ -133,21 +143,72 @@ public struct InspectionMachine: Sendable {
            length > TLSObserver.maxServerHandshakeMessageLength, !makeRoom(forMessage: length, resources, &out) { return out }
         switch phase {
         case .watching: handle(need, resources, &out)
-        case .weighing: weigh(flightEnded: false, resources, &out)   // more of the flight
+        case .pairing:
+            switch need {
+            case .moreBytes, .probe:
+                // The tunnel's TLS 1.3 handshake, weighed once the probe answers; a probe that stays unanswered
+                // waits behind this connection.
+                if firstServerBytes { arm(.pairStall, settings.pairStallMilliseconds, &out) }
+            default:
+                // Its own chain (TLS ≤ 1.2), or no handshake: that decides, and the probe is not waited for.
+                pairProbeOutstanding = true
+                cancel(.pairStall, &out)
+                handle(need, resources, &out)
+            }
+        case .weighing:
+            switch need {
+            case .moreBytes, .probe: weigh(flightEnded: false, resources, &out)   // more of the flight
+            default:
+                // A pair's probe answered before the tunnel's server showed its own chain (TLS ≤ 1.2): that decides.
+                cancel(.flight, &out)
+                handle(need, resources, &out)
+            }
         default: break   // the evidence is on its way: more of the flight is all these bytes add
         }
-        // A HelloRetryRequest (or a refusal before any ServerHello) may pass the hold: its client needs it to go on.
+        passHelloRetry(&out)
+        return out
+    }
+
+    /// A HelloRetryRequest (or a refusal before any ServerHello) may pass the hold: its client needs it to go on. Not
+    /// while a pair's probe is unanswered: the tunnel may still have to give its connection up to the probe, which it
+    /// can only while nothing of its server's has reached the client.
+    private mutating func passHelloRetry(_ out: inout [Action]) {
+        if case .pairing = phase { return }
         if !isFinished, watch.passableServerBytes > passedServerBytes {
             passedServerBytes = watch.passableServerBytes
             out.append(.connection(.hold(.upstream, passingUpTo: passedServerBytes)))
         }
-        return out
     }
 
     /// The answer to `.probe`.
     public mutating func probeAnswered(_ answer: ProbeAnswer, _ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
         switch phase {
+        case .pairing(let offer):
+            cancel(.pairStall, &out)
+            switch answer {
+            case .success(let probe):
+                probeJA4 = probe.ja4
+                if facts.protocolVersion == nil {
+                    facts.protocolVersion = probe.version
+                    facts.cipher = NegotiatedCipher(probe.cipher)
+                }
+                // A chain the prober does not cache is this tunnel's to hold while its flight comes: with room.
+                let chainBytes = probe.chainByteCount
+                if chainBytes > settings.probeCacheChainLimit {
+                    guard makeRoom(chainBytes + Self.roomSlack, holding: nil, for: "the probe's chain is \(chainBytes) bytes",
+                                   resources, &out) else { return out }
+                    keptProbeBytes = chainBytes + Self.roomSlack
+                }
+                phase = .weighing(offer, probe, fresh: false, flightDeadlineStarted: false)
+                weigh(flightEnded: false, resources, &out)
+                passHelloRetry(&out)
+            case .failure, .oversized:
+                let rule = self.rule
+                finish(Evaluator.verdict(for: Self.noChain(answer), rule: rule), evidence: nil, rule: rule, &out)
+            }
+        case .judging where pairProbeOutstanding, .finished:
+            pairProbeOutstanding = false   // decided by the tunnel's own chain (or ended) while the probe ran
         case .probingFirst(let offer):
             let rule = self.rule
             switch answer {
@@ -173,8 +234,6 @@ public struct InspectionMachine: Sendable {
                 let rule = self.rule
                 finish(Evaluator.verdict(for: Self.noChain(answer), rule: rule), evidence: nil, rule: rule, &out)
             }
-        case .finished:
-            break   // the tunnel was decided (or ended) while the probe ran
         case .watching, .judgingFirstProbe, .weighing, .judging:
             out.append(.impossible("probe answered in \(phase.name)"))
         }
@@ -202,7 +261,7 @@ public struct InspectionMachine: Sendable {
             finish(verdict, evidence: evidence, rule: rule, &out)
         case .finished:
             break
-        case .watching, .probingFirst, .probing, .weighing:
+        case .watching, .pairing, .probingFirst, .probing, .weighing:
             out.append(.impossible("chain judged in \(phase.name)"))
         }
         return out
@@ -232,8 +291,27 @@ public struct InspectionMachine: Sendable {
             }
         case .flight:
             weigh(flightEnded: true, resources, &out)
+        case .pairStall:
+            pairStalled(&out)
         }
         return out
+    }
+
+    /// The tunnel's server answered and the pair's probe did not within `pairStallMilliseconds`: a server that serves
+    /// one connection at a time (or an interceptor that lets one through at a time) holds the probe until the tunnel's
+    /// connection closes, and the tunnel waits for the probe. The tunnel gives its connection up (`.redial`; nothing
+    /// of the server's has reached the client), the probe is answered, and the tunnel connects again with its
+    /// client's bytes replayed, as a probe-first tunnel does.
+    private mutating func pairStalled(_ out: inout [Action]) {
+        guard case .pairing(let offer) = phase, passedServerBytes == 0, !tunnelEnded else { return }
+        out.append(.connection(.redial))
+        watch.restartServer()
+        sawServerBytes = false
+        cancel(.verdict, &out)
+        verdictDeadlineStarted = false
+        facts.protocolVersion = nil
+        facts.cipher = nil
+        phase = .probingFirst(offer)
     }
 
     /// The tunnel closed: nothing more of its handshake will come, now or after a re-probe. Evidence already on its
@@ -244,6 +322,7 @@ public struct InspectionMachine: Sendable {
         tunnelEnded = true
         cancel(.verdict, &out)
         cancel(.clientHello, &out)
+        cancel(.pairStall, &out)
         holdsClientBytes = false
         if case .weighing = phase { weigh(flightEnded: false, resources, &out) }
         guard case .watching = phase else { return out }   // a probe or a judgement is on its way
@@ -255,18 +334,28 @@ public struct InspectionMachine: Sendable {
 
     // MARK: - Steps
 
-    /// Under a rule that holds the server's bytes, a TLS 1.3 offer with no probe result yet: the probe goes first,
-    /// before the tunnel's own handshake, with the tunnel's upstream connection closed (`.redial`). A server that
-    /// serves one connection at a time then answers the probe instead of holding it in its backlog; a chain that
-    /// blocks is blocked before the client gets a server byte; else the tunnel reconnects to the same address and its
-    /// handshake is compared with the probe as usual.
+    /// Under a rule that holds the server's bytes, a TLS 1.3 offer with no probe result yet (first contact): the
+    /// tunnel's upstream connection, open since the CONNECT, is closed (`.redial`) and opened again together with the
+    /// probe's, in an order drawn at random (`.pair`): two fresh connections to the same address, each with the same
+    /// offer, whose hellos leave a moment apart. An interceptor that forges the first, or the second, of two such
+    /// connections forges the probe half the time, and the probe's chain is judged before any server byte reaches
+    /// the client. A server that serves one connection at a time and took the tunnel's first: `pairStalled`.
+    ///
+    /// A hello that sends 0-RTT data keeps the probe first, alone (`.probe`, then `.reconnect` once its chain passes):
+    /// a pair that stalls replays the client's bytes to a new connection, and early data sent twice is the replay
+    /// RFC 8446 §8 warns of (a server may act on it twice, or refuse the second use of its ticket).
     private mutating func probeFirstIfNeeded(_ hello: ClientHello, _ resources: any InspectionResources, _ out: inout [Action]) {
         guard holds, !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
         let offer = ClientOffer(mirroring: hello)
         guard !resources.hasProbeResult(for: offer) else { return }
-        phase = .probingFirst(offer)
         out.append(.connection(.redial))
-        out.append(.probe(offer, fresh: false))
+        if hello.offersEarlyData {
+            phase = .probingFirst(offer)
+            out.append(.probe(offer, fresh: false))
+        } else {
+            phase = .pairing(offer)
+            out.append(.pair(offer, probeFirst: resources.probeGoesFirst()))
+        }
     }
 
     private mutating func handle(_ need: HandshakeWatch.Need, _ resources: any InspectionResources, _ out: inout [Action]) {
@@ -336,6 +425,22 @@ public struct InspectionMachine: Sendable {
     /// or a re-probe made, or the difference is the finding.
     private mutating func weigh(flightEnded: Bool, _ resources: any InspectionResources, _ out: inout [Action]) {
         guard case .weighing(let offer, let probe, let fresh, let flightStarted) = phase else { return }
+        // A pair's probe may answer before the tunnel's server has shown its ServerHello, or while a TLS ≤ 1.2
+        // ServerHello's Certificate is still to come (that chain, the tunnel's own, then decides).
+        let tunnelHelloMissing = watch.serverHello == nil || (watch.serverHello!.version < .tls1_3 && watch.decided == nil)
+        if tunnelHelloMissing, !tunnelEnded {
+            if !flightEnded {
+                if !flightStarted {
+                    phase = .weighing(offer, probe, fresh: fresh, flightDeadlineStarted: true)
+                    arm(.flight, settings.probeTimeoutMilliseconds, &out)
+                }
+                return
+            }
+            let rule = self.rule
+            let seconds = Double(settings.probeTimeoutMilliseconds) / 1000
+            return finish(Evaluator.verdict(for: .noVerdict("the server's handshake did not show its chain within \(seconds) s"), rule: rule),
+                          evidence: nil, rule: rule, &out)
+        }
         var difference = disagreement(with: probe, &out)
         if difference == nil, let tunnelHello = watch.serverHello, let clientHello = watch.clientHello,
            tunnelHello.version >= .tls1_3, let probeClient = probe.parsedClientHello {

@@ -71,21 +71,17 @@ final class TunnelInspection {
         case .connection(let event):
             tellConnection(event)
         case .probe(let offer, let fresh):
-            let key = ProbeKey(address: upstreamAddress, offer: offer)
-            if fresh { inspector.prober.invalidate(key) }
-            // A tunnel covered by a probe made before it asked is what spot checks watch over; a probe made for this
-            // tunnel is fresh evidence already (a name visited once costs no check).
-            inspector.prober.probe(key, client: client, on: loop) { [self] result, cached in   // keeps the inspection alive until it answers
-                if cached, case .success = result {
-                    let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
-                    inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
-                }
-                let answer: InspectionMachine.ProbeAnswer = switch result {
-                case .success(let probe): .success(probe)
-                case .failure(let reason): .failure(reason)
-                case .oversized(let detail): .oversized(detail)
-                }
-                run(machine.probeAnswered(answer, resources))
+            probe(offer, fresh: fresh)
+        case .pair(let offer, let probeFirst):
+            // The connection's machine acts on `.reconnect` at once (a connect now); the prober starts its handshake
+            // on the loop's next turn. So the probe first: the reconnect waits its turn behind the probe's start.
+            if probeFirst {
+                probe(offer, fresh: false)
+                let reconnect = OnThisLoop { [weak self] in self?.tellConnection(.reconnect) }
+                loop.execute { reconnect.run() }
+            } else {
+                tellConnection(.reconnect)
+                probe(offer, fresh: false)
             }
         case .judge(let chain, let rule, let facts):
             let (ders, stapled, digest): ([[UInt8]], [UInt8]?, [UInt8]?) = switch chain {
@@ -128,6 +124,30 @@ final class TunnelInspection {
         }
     }
 
+    private func probe(_ offer: ClientOffer, fresh: Bool) {
+        let key = ProbeKey(address: upstreamAddress, offer: offer)
+        if fresh { inspector.prober.invalidate(key) }
+        // A tunnel covered by a probe made before it asked is what spot checks watch over; a probe made for this
+        // tunnel is fresh evidence already (a name visited once costs no check).
+        inspector.prober.probe(key, client: client, on: loop) { [self] result, cached in   // keeps the inspection alive until it answers
+            if cached, case .success = result {
+                let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
+                inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
+            }
+            let answer: InspectionMachine.ProbeAnswer = switch result {
+            case .success(let probe): .success(probe)
+            case .failure(let reason): .failure(reason)
+            case .oversized(let detail): .oversized(detail)
+            }
+            run(machine.probeAnswered(answer, resources))
+        }
+    }
+
+    /// Work for this loop's next turn (`EventLoop.execute`), run on its thread only, hence the unchecked Sendable.
+    private struct OnThisLoop: @unchecked Sendable {
+        let run: () -> Void
+    }
+
     /// The probe cache and the room for large handshakes, as the machine asks for them. Owns this tunnel's room.
     final class Resources: InspectionResources {
         private let prober: Prober
@@ -150,6 +170,8 @@ final class TunnelInspection {
         }
 
         var roomCapacity: Int { room.capacity }
+
+        func probeGoesFirst() -> Bool { Bool.random() }
 
         func releaseRoom() {
             reservation?.release()

@@ -349,13 +349,38 @@ import Testing
         #expect(m.redial == .connecting)
         let up = m.handle(.connected)
         #expect(up == [.cancelTimer, .schedule(milliseconds: 300_000), .setReading(.upstream, true),
-                       .relay(from: .client, count: 300, eager: true)])
+                       .copyForReplay(300), .relay(from: .client, count: 300, eager: true)])
         #expect(m.redial == nil)
         #expect(!up.contains(.write(.client, HTTPWriter.connectionEstablished)), "the client has its 200 already")
         // The server's bytes are still held for the verdict after the redial.
         #expect(m.handle(.readable(.upstream, buffered: 90)) == [.feedInspection(.upstream, from: 0)])
         #expect(m.handle(.inspected(.upstream)) == [])
         #expect(m.handle(.decided(.release)).contains(.relay(from: .upstream, count: 90, eager: true)))
+    }
+
+    /// A pair whose probe stalls behind the tunnel's connection: the client's hello went up on the reconnected
+    /// upstream (a copy kept), nothing of the server's passed; a second redial is allowed, and the reconnect sends the
+    /// copy before anything else. Once a server byte reaches the client, the copy goes and no redial is possible.
+    @Test func aSecondRedialReplaysTheClientsBytes() {
+        var (m, _) = Self.redialing()
+        _ = m.handle(.reconnect)
+        #expect(m.handle(.connected).contains(.copyForReplay(300)))
+        #expect(m.replayCopy == 300)
+        _ = m.handle(.readable(.upstream, buffered: 90))
+        _ = m.handle(.inspected(.upstream))   // held: the server's bytes do not pass
+        #expect(m.handle(.redial) == [.dropUpstream, .setReading(.upstream, false)])
+        _ = m.handle(.reconnect)
+        let up = m.handle(.connected)
+        #expect(up.first(where: { if case .replay = $0 { true } else { false } }) == .replay(300))
+        #expect(up.firstIndex(of: .replay(300))! < (up.firstIndex(of: .setReading(.upstream, true)) ?? up.count))
+        #expect(!up.contains { if case .relay = $0 { true } else { false } }, "nothing new from the client to relay")
+        // More client bytes are copied too, until a server byte passes.
+        _ = m.handle(.readable(.client, buffered: 20))
+        #expect(m.handle(.inspected(.client)).contains(.copyForReplay(20)))
+        _ = m.handle(.readable(.upstream, buffered: 50))
+        _ = m.handle(.inspected(.upstream))
+        #expect(m.handle(.decided(.release)).contains(.dropReplayCopy))
+        #expect(m.replayCopy == nil)
     }
 
     @Test func redialReconnectsToTheAddressTheTunnelHad() {

@@ -25,6 +25,10 @@ final class TestResources: InspectionResources {
 
     func hasProbeResult(for offer: ClientOffer) -> Bool { cached.contains(offer) }
 
+    /// The coins a test draws for first contacts, in order (then heads: the probe first).
+    var coins: [Bool] = []
+    func probeGoesFirst() -> Bool { coins.isEmpty ? true : coins.removeFirst() }
+
     func reserveRoom(_ bytes: Int) -> Bool {
         asked.append(bytes)
         guard bytes <= roomCapacity - held else { return false }
@@ -124,39 +128,131 @@ final class TestResources: InspectionResources {
 
     // MARK: - TLS 1.3: probe first, the kept result, weighing
 
-    /// First contact under block: the probe goes first on a redialed upstream; its chain passes; the tunnel reconnects
-    /// and its handshake is weighed against the kept result (no second probe); the probe's chain is judged again
-    /// (from the verdict cache, in the proxy) and released.
-    @Test(arguments: [Int.max, 1, 5])
-    func tls13FirstContactUnderBlockProbesFirstAndKeepsTheResult(chunk: Int) throws {
+    /// First contact under block: the tunnel's upstream is redialed and opened again together with the probe's, in
+    /// the order the coin says. A probe that answers before the tunnel's server waits for the tunnel's flight; then
+    /// the flight is weighed against it and the probe's chain judged, before any server byte passes.
+    @Test(arguments: [(Int.max, true), (1, false), (5, true)])
+    func tls13FirstContactUnderBlockPairsTheProbeWithTheTunnel(chunk: Int, probeFirst: Bool) throws {
         let r = TestResources()
+        r.coins = [probeFirst]
         let probe = try Self.genuineProbe()
         var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
         _ = m.start()
         #expect(Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), chunk: chunk, r)
-                == ["redial", "probe", "cancel(clientHello)", "flowing(client)"])
-        #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["judge(probe)"])
+                == ["redial", probeFirst ? "pair(probe first)" : "pair(tunnel first)", "cancel(clientHello)", "flowing(client)"])
+        #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"], "the tunnel's flight is waited for")
         #expect(m.facts.protocolVersion == .tls1_3, "the probe's version until the tunnel's ServerHello")
-        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["reconnect"])
         let server = Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r)
-        #expect(Self.decisions(server) == ["arm(verdict, 5000)", "judge(probe)"])
-        if chunk == 1 { #expect(server.contains("arm(flight, 5000)"), "a flight seen a byte at a time is waited for") }
+        #expect(server == ["arm(verdict, 5000)", "cancel(flight)", "judge(probe)"])
         #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["cancel(verdict)", "writeFinding(pass)", "release"])
     }
 
+    /// The tunnel's server answers first: the pair stall deadline runs from its first byte, and the probe's answer
+    /// stops it and weighs the flight already held.
+    @Test(arguments: [Int.max, 1])
+    func aPairWhoseTunnelIsAnsweredFirst(chunk: Int) throws {
+        let r = TestResources()
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        #expect(Self.decisions(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r))
+                == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["cancel(pairStall)", "judge(probe)"])
+        #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: Self.evidence, r))
+                == ["cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
+    }
+
+    /// A server that serves one connection at a time took the tunnel's first: the probe waits behind it. At the pair
+    /// stall deadline the tunnel gives its connection up (nothing of the server's passed), the probe is answered and
+    /// judged, and the tunnel connects again (the connection's machine replays the client's bytes); its new
+    /// handshake is weighed against the kept result.
+    @Test func aPairThatStallsBehindAOneConnectionServerGivesTheServerToTheProbe() throws {
+        let r = TestResources()
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        let s2c = try TLSFixture.bytes("tls13-rsa.s2c.bin")
+        #expect(Self.feed(&m, .upstream, Array(s2c.prefix(200)), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["redial", "cancel(verdict)"])
+        #expect(m.phase.name == "probingFirst" && m.watch.serverHello == nil && m.facts.protocolVersion == nil)
+        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["reconnect"])
+        // The new connection's server, from its first byte (the stalled one's 200 bytes are forgotten).
+        #expect(Self.decisions(Self.feed(&m, .upstream, s2c, r)) == ["arm(verdict, 5000)", "judge(probe)"])
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["cancel(verdict)", "writeFinding(pass)", "release"])
+    }
+
+    /// A server that answers a TLS 1.3 offer with TLS 1.2 shows its chain in the tunnel: that chain decides, whether
+    /// it comes before the pair's probe answers or after, and the probe's answer changes nothing.
+    @Test(arguments: [(Int.max, false), (1, false), (Int.max, true)])
+    func aPairWhoseTunnelShowsATLS12ChainIsJudgedByIt(chunk: Int, probeAnswersFirst: Bool) throws {
+        let r = TestResources()
+        var m = Self.machine(Self.block, host: "rsa.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        let s2c = try TLSFixture.bytes("tls12-rsa.s2c.bin")
+        if probeAnswersFirst {
+            #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["arm(flight, 5000)"])
+            #expect(Self.feed(&m, .upstream, s2c, chunk: chunk, r) == ["arm(verdict, 5000)", "cancel(flight)", "judge(passive)"])
+        } else {
+            let server = Self.feed(&m, .upstream, s2c, chunk: chunk, r)
+            #expect(server == (chunk == 1 ? ["arm(verdict, 5000)", "arm(pairStall, 500)", "cancel(pairStall)", "judge(passive)"]
+                                          : ["arm(verdict, 5000)", "judge(passive)"]))
+            #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)).isEmpty, "the late probe changes nothing")
+        }
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["cancel(verdict)", "writeFinding(pass)", "release"])
+        #expect(m.outcome?.evidence == .passive)
+    }
+
+    /// While the pair's probe is unanswered a HelloRetryRequest is held (the tunnel may still have to give its
+    /// connection up, which it can only while nothing of the server's has passed); it passes once the probe answers.
+    @Test func aHelloRetryRequestWaitsForThePairsProbe() throws {
+        let r = TestResources()
+        let c2s = try TLSFixture.bytes("tls13-hrr.c2s.bin"), s2c = try TLSFixture.bytes("tls13-hrr.s2c.bin")
+        var watch = HandshakeWatch()
+        _ = watch.client(c2s)
+        let first = try #require(watch.clientHello)
+        var m = Self.machine(Self.block, host: first.serverName ?? "localhost")
+        _ = m.start()
+        #expect(Self.feed(&m, .client, c2s, r).prefix(2) == ["redial", "pair(probe first)"])
+        let hrrLength = 5 + (Int(s2c[3]) << 8 | Int(s2c[4]))
+        #expect(Self.feed(&m, .upstream, Array(s2c[..<hrrLength]), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r))
+                == ["cancel(pairStall)", "arm(flight, 5000)", "hold(upstream, \(hrrLength))"])
+        // After the HelloRetryRequest, no stall fallback is possible: the deadline was stopped, and a redial is not asked.
+        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["impossible(pairStall fired unarmed in weighing)"])
+    }
+
+    /// The pair's probe fails: under block the tunnel is blocked (no chain, no verdict); under a rule that lets a
+    /// failed probe through, it is released with the line (its connection is open already).
+    @Test func aPairWhoseProbeFails() throws {
+        for (rule, expected) in [(Self.block, ["writeFinding(block probe_failed)", "block(probe_failed)"]),
+                                 (Rule(name: "l", action: .block, onProbeError: .alert), ["writeFinding(alert probe_failed)", "release"])] {
+            let r = TestResources()
+            var m = Self.machine(rule, host: "tls13.chainwatch.test")
+            _ = m.start()
+            _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+            #expect(Self.strings(m.probeAnswered(.failure("connect refused"), r)) == expected, "\(rule.name)")
+        }
+    }
+
+    /// A forged probe at first contact: blocked before any server byte reaches the client (the tunnel's flight, held,
+    /// is weighed first; the probe's chain then blocks).
     @Test func tls13FirstContactWhoseProbeIsForgedIsBlockedBeforeAnyServerByte() throws {
         let r = TestResources()
         var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
         _ = m.start()
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
         _ = m.probeAnswered(.success(try Self.genuineProbe()), r)
+        _ = Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
         #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: Self.evidence, r))
-                == ["writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
+                == ["cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
     }
 
-    /// A probe that fails first: under block the tunnel is blocked and marks nobody (the client's offer may be what the
-    /// server refused); under a rule that lets a failed probe through, the tunnel reconnects and the line is written.
-    @Test func tls13FirstContactWhoseProbeFails() throws {
+    /// After a pair stalled, the probe that then fails: under block the tunnel is blocked and marks nobody (the
+    /// client's offer may be what the server refused); under a rule that lets a failed probe through, the tunnel
+    /// reconnects and the line is written.
+    @Test func aStalledPairWhoseProbeFails() throws {
         for (rule, expected) in [(Self.block, ["writeFinding(block probe_failed)", "block(probe_failed)"]),
                                  (Rule(name: "l", action: .block, onProbeError: .alert),
                                   ["reconnect", "writeFinding(alert probe_failed)", "release"])] {
@@ -164,6 +260,8 @@ final class TestResources: InspectionResources {
             var m = Self.machine(rule, host: "tls13.chainwatch.test")
             _ = m.start()
             _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+            _ = Self.feed(&m, .upstream, Array(try TLSFixture.bytes("tls13-rsa.s2c.bin").prefix(100)), r)
+            #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["redial", "cancel(verdict)"])
             #expect(Self.strings(m.probeAnswered(.failure("connect refused"), r)) == expected, "\(rule.name)")
         }
     }
@@ -389,8 +487,8 @@ final class TestResources: InspectionResources {
         }
     }
 
-    /// A first probe's chain over 512 KiB is kept for its tunnel with room (the prober does not cache it), and the
-    /// verdict deadline starts again when it is kept; the room goes back with the verdict.
+    /// After a stalled pair, a first probe's chain over 512 KiB is kept for its tunnel with room (the prober does not
+    /// cache it), and the verdict deadline starts again when it is kept; the room goes back with the verdict.
     @Test func aLargeFirstProbeIsKeptWithRoom() throws {
         let r = TestResources()
         var probe = try Self.genuineProbe()
@@ -398,11 +496,34 @@ final class TestResources: InspectionResources {
         var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
         _ = m.start()
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        _ = Self.feed(&m, .upstream, [22, 3, 3], r)
+        _ = m.deadlineFired(.pairStall, r)
         _ = m.probeAnswered(.success(probe), r)
         #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["arm(verdict, 5000)", "reconnect"])
         #expect(r.held == 1_000_000 + Machine.roomSlack)
         #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r) == ["judge(probe)"])
         #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r))
                 == ["cancel(verdict)", "writeFinding(pass)", "releaseRoom", "release"])
+    }
+
+    /// A pair's probe with a chain over 512 KiB holds room while the tunnel's flight is awaited; none free: the
+    /// tunnel is `oversized_handshake`.
+    @Test(arguments: [true, false])
+    func aLargePairedProbeTakesRoom(roomFree: Bool) throws {
+        let r = TestResources(room: roomFree ? 64 << 20 : 512 * 1024)
+        var probe = try Self.genuineProbe()
+        probe.chainDER = [[UInt8](repeating: 0x30, count: 1_000_000)]
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        let answered = Self.strings(m.probeAnswered(.success(probe), r))
+        if roomFree {
+            #expect(answered == ["arm(flight, 5000)"])
+            #expect(r.held == 1_000_000 + Machine.roomSlack)
+            #expect(Self.strings(m.tunnelClosed(r)) == ["cancel(flight)", "judge(probe)"])
+            #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["writeFinding(pass)", "releaseRoom", "release"])
+        } else {
+            #expect(answered == ["writeFinding(block oversized_handshake)", "block(oversized_handshake)"])
+        }
     }
 }
