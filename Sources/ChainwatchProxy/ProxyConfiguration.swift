@@ -4,6 +4,8 @@ import ChainwatchEventLoop
 /// Everything `chainwatch run` was told, checked. Immutable; shared by all loops.
 public struct ProxyConfiguration: Sendable {
     public var listen: SocketAddress
+    /// SOCKS 5 listeners (`--socks`), beside `listen`: each tunnel inspected as a CONNECT's.
+    public var socks: [SocketAddress] = []
     public var threads: Int
     public var hostsFile: String?
     /// Networks whose clients may connect; empty: loopback only.
@@ -51,11 +53,12 @@ public struct ProxyConfiguration: Sendable {
     /// Which resolved addresses requests may reach (built once per worker).
     /// A wildcard listener answers on every interface: each one's address is the proxy too (read now: call once).
     public var destinationPolicy: DestinationPolicy {
-        let wildcard = listen.addressBytes.allSatisfy { $0 == 0 } || adminAddress?.addressBytes.allSatisfy { $0 == 0 } == true
+        let wildcard = ([listen] + socks + (adminAddress.map { [$0] } ?? [])).contains { $0.addressBytes.allSatisfy { $0 == 0 } }
+        let own = socks.map { ($0.addressBytes, $0.port) } + (adminAddress.map { [($0.addressBytes, $0.port)] } ?? [])
         let operatorNames = hostsFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }.map { HostsFile(text: $0).names } ?? []
         return DestinationPolicy(listenAddress: listen.addressBytes, listenPort: listen.port, deny: deniedDestinations,
                                  allow: allowedDestinations, localAddresses: wildcard ? SocketAddress.localAddresses() : [],
-                                 otherOwn: adminAddress.map { [($0.addressBytes, $0.port)] } ?? [], operatorNames: operatorNames)
+                                 otherOwn: own, operatorNames: operatorNames)
     }
 
     /// Parsed once, not per accepted connection.
@@ -72,17 +75,24 @@ public struct ProxyConfiguration: Sendable {
 
     public enum ConfigurationError: Error, CustomStringConvertible {
         case nonLoopbackWithoutAllowList(String)
+        case socksNotOnLoopback(String)
         public var description: String {
             switch self {
             case .nonLoopbackWithoutAllowList(let address):
                 "refusing to listen on \(address) without --allow-client: name the client networks allowed to use the proxy (e.g. --allow-client 10.0.0.0/8)"
+            case .socksNotOnLoopback(let address):
+                "--socks \(address): SOCKS 5 is served on loopback addresses only (no authentication; username/password, RFC 1929, is not built)"
             }
         }
     }
 
-    /// Refuses an open proxy: a non-loopback listen address needs an explicit client allow-list.
+    /// Refuses an open proxy: a non-loopback listen address needs an explicit client allow-list, and a SOCKS listener,
+    /// which has no authentication, a loopback address.
     public func validate() throws(ConfigurationError) {
         let isLoopback = Self.loopback.contains { $0.contains(listen.addressBytes) }
         if !isLoopback && allowedClients.isEmpty { throw .nonLoopbackWithoutAllowList(listen.description) }
+        if let open = socks.first(where: { address in !Self.loopback.contains { $0.contains(address.addressBytes) } }) {
+            throw .socksNotOnLoopback(open.description)
+        }
     }
 }

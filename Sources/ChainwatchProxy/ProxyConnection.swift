@@ -41,13 +41,13 @@ final class ProxyConnection: ConnectionDelegate {
     /// Room taken from the process's budget for held bytes (`HeldBytesBudget`), given back at the verdict or the close.
     private var heldRoom = 0
 
-    init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress) {
+    init(id: UInt64, worker: Worker, client: Connection, clientAddress: SocketAddress, dialect: ConnectionMachine.Dialect = .http) {
         self.id = id
         self.worker = worker
         self.client = client
         self.clientAddress = clientAddress
         clientKey = clientAddress.addressBytes
-        machine = ConnectionMachine(limits: worker.configuration.connectionLimits)
+        machine = ConnectionMachine(limits: worker.configuration.connectionLimits, dialect: dialect)
         client.delegate = self
     }
 

@@ -31,6 +31,7 @@ public final class ProxyServer: @unchecked Sendable {
         try configuration.validate()
         signal(SIGPIPE, SIG_IGN)
         try Listener.checkUnused(configuration.listen)
+        for address in configuration.socks { try Listener.checkUnused(address) }
         for index in 0..<max(1, configuration.threads) {
             workers.append(try Worker(index: index, configuration: configuration, stats: stats, inspector: inspector,
                                   heldBudget: heldBudget, logger: logger))
@@ -49,7 +50,8 @@ public final class ProxyServer: @unchecked Sendable {
             threads.append(thread)
             thread.start()
         }
-        logger.notice("listening on \(configuration.listen) with \(workers.count) loop(s)")
+        let socks = configuration.socks.isEmpty ? "" : ", SOCKS 5 on \(configuration.socks.map(\.description).joined(separator: ", "))"
+        logger.notice("listening on \(configuration.listen)\(socks) with \(workers.count) loop(s)")
     }
     private var finished: DispatchGroup?
 

@@ -20,6 +20,8 @@ final class Worker: @unchecked Sendable {
     let spotChecks: SpotCheckTimers
     let logger: Logger
     private var listener: Listener?
+    /// `--socks` listeners: their clients speak SOCKS 5 before the tunnel.
+    private var socksListeners: [Listener] = []
     private var tunnels: [UInt64: ProxyConnection] = [:]
     private var nextID: UInt64
     private var draining = false
@@ -44,7 +46,12 @@ final class Worker: @unchecked Sendable {
         self.logger = logger
         nextID = UInt64(index) << 48
         listener = try Listener(loop: loop, address: configuration.listen, log: { [logger] in logger.error("\($0)") }) { [unowned self] fd, peer in
-            self.accept(fd: fd, peer: peer)
+            self.accept(fd: fd, peer: peer, dialect: .http)
+        }
+        socksListeners = try configuration.socks.map { address in
+            try Listener(loop: loop, address: address, log: { [logger] in logger.error("\($0)") }) { [unowned self] fd, peer in
+                self.accept(fd: fd, peer: peer, dialect: .socks5)
+            }
         }
         heartbeat.store(MonotonicClock.milliseconds(), ordering: .relaxed)
         beat = Timer(loop: loop, repeating: true) { [unowned self] in
@@ -64,7 +71,7 @@ final class Worker: @unchecked Sendable {
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
-    private func accept(fd: Int32, peer: SocketAddress) {
+    private func accept(fd: Int32, peer: SocketAddress, dialect: ConnectionMachine.Dialect) {
         stats.acceptedConnections.add(1, ordering: .relaxed)
         guard configuration.admits(client: peer) else {
             logger.warning("refused client \(peer.ip): not in --allow-client")
@@ -81,7 +88,7 @@ final class Worker: @unchecked Sendable {
             return
         }
         nextID += 1
-        let tunnel = ProxyConnection(id: nextID, worker: self, client: connection, clientAddress: peer)
+        let tunnel = ProxyConnection(id: nextID, worker: self, client: connection, clientAddress: peer, dialect: dialect)
         tunnels[tunnel.id] = tunnel
         // Probe handshakes hold sockets too: a client that opens and drops tunnels leaves each one's probe running
         // (1 500 probes were in flight under --max-connections 50), so they count against the limit.
@@ -115,6 +122,8 @@ final class Worker: @unchecked Sendable {
         beat = nil
         listener?.close()
         listener = nil
+        for socks in socksListeners { socks.close() }
+        socksListeners = []
         if tunnels.isEmpty { loop.stop() }
     }
 

@@ -26,6 +26,10 @@ struct Run: ParsableCommand {
     @Option(help: "Address to listen on, ADDR:PORT or [V6]:PORT; one no other process listens on.")
     var listen = "127.0.0.1:3128"
 
+    @Option(name: .customLong("socks"), help: ArgumentHelp("A SOCKS 5 listener, ADDR:PORT or [V6]:PORT on a loopback address (repeatable).",
+                                                           discussion: "RFC 1928, no authentication, the CONNECT command to a name, an IPv4 or an IPv6 address (curl --socks5-hostname, ssh -D clients). Each tunnel is inspected as a CONNECT's; refusals are SOCKS replies (2, not allowed, for a known-bad upstream or a refused destination; 4, host unreachable, for a name that does not resolve or an upstream that does not answer; 5, connection refused). Loopback only: there is no authentication."))
+    var socks: [String] = []
+
     @Option(help: "Event loops, each on its own thread, and as many threads that validate chains no cached verdict covers (default: one per CPU the process may run on, see taskset(1)).")
     var threads: Int = EventLoop.usableCPUCount
 
@@ -133,6 +137,7 @@ struct Run: ParsableCommand {
 
     func validate() throws {
         guard SocketAddress(numeric: listen) != nil else { throw ValidationError("--listen: \(listen) is not ADDR:PORT or [V6]:PORT") }
+        for address in socks where SocketAddress(numeric: address) == nil { throw ValidationError("--socks: \(address) is not ADDR:PORT or [V6]:PORT") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         for c in allowClient where CIDR(c) == nil { throw ValidationError("--allow-client: \(c) is not a CIDR network") }
         for c in allowDestination where CIDR(c) == nil { throw ValidationError("--allow-destination: \(c) is not a CIDR network") }
@@ -161,6 +166,7 @@ struct Run: ParsableCommand {
         var configuration = ProxyConfiguration(
             listen: SocketAddress(numeric: listen)!, threads: threads, hostsFile: hosts,
             allowedClients: allowClient.compactMap(CIDR.init), allowedPorts: Set(allowPort), maxConnections: maxConnections)
+        configuration.socks = socks.compactMap { SocketAddress(numeric: $0) }
         configuration.connectTimeoutMilliseconds = Int(connectTimeout * 1000)
         configuration.requestTimeoutMilliseconds = Int(requestTimeout * 1000)
         configuration.idleTimeoutMilliseconds = Int(idleTimeout * 1000)

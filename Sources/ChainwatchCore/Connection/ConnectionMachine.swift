@@ -80,8 +80,16 @@ public struct ConnectionMachine: Sendable {
     /// Plain HTTP: the last response is out and the connection closes once the client has it all.
     var closeWhenFlushed = false
 
-    public init(limits: ConnectionLimits) {
+    /// What the client speaks before its tunnel: HTTP (a CONNECT, or plain HTTP to forward) on `--listen`, SOCKS 5
+    /// on `--socks`.
+    public enum Dialect: Sendable, Hashable { case http, socks5 }
+    public let dialect: Dialect
+    /// A SOCKS client's greeting and request, read so far.
+    private var socks = Socks5.Reader()
+
+    public init(limits: ConnectionLimits, dialect: Dialect = .http) {
         self.limits = limits
+        self.dialect = dialect
         sides = PerSide(client: SideState(holdLimit: limits.holdLimit, paused: PauseSet()),
                         upstream: SideState(holdLimit: limits.holdLimit, paused: PauseSet(.notConnected)))
     }
@@ -127,7 +135,7 @@ public struct ConnectionMachine: Sendable {
             connectNext(lastFailure: nil, &out)
         case .resolveFailed(let reason):
             guard phase == .connecting else { return ignore(event, &out) }
-            refuse(502, reason, &out)
+            refuse(502, reason, socksAnswer: Socks5.reply(.hostUnreachable), &out)
         case .destinationRefused(let reason):
             guard phase == .connecting else { return ignore(event, &out) }
             refuse(403, reason, &out)
@@ -198,7 +206,8 @@ public struct ConnectionMachine: Sendable {
             if sides[side].buffered > read { readable(side, &out) }   // bytes buffered before the rest, not read yet
         case .peeked(let side, let bytes):
             switch phase {
-            case .readingRequest where side == .client: readRequest(bytes, &out)
+            case .readingRequest where side == .client:
+                if dialect == .socks5 { readSocks(bytes, &out) } else { readRequest(bytes, &out) }
             case .exchanging: exchangeStep(side, bytes, &out)
             default: ignore(event, &out)
             }
@@ -219,8 +228,7 @@ public struct ConnectionMachine: Sendable {
         }
         guard let (head, length) = parsed else { return restIfTrickling(.client, read: bytes.count, &out) }
         trickle = HeadTrickle()
-        out.append(.consume(.client, length))
-        sides[.client].buffered -= min(length, sides[.client].buffered)
+        consumeClient(length, &out)
         let request: ProxyRequest
         do { request = try ProxyRequest.classify(head) } catch {
             refuse(error.status, error.reason, &out)
@@ -242,12 +250,43 @@ public struct ConnectionMachine: Sendable {
             target = authority
             exchange = ExchangeMachine(request: rewritten, originalHead: head, limits: limits)
         }
+        startConnecting(request, requestLine: "\(head.method) \(head.target)", &out)
+    }
+
+    /// The request is read: the client waits while the upstream is vetted, resolved and connected.
+    private mutating func startConnecting(_ request: ProxyRequest, requestLine: String, _ out: inout [Action]) {
         phase = .connecting
         attempt = ConnectAttempt(request: request)
         pause(.client, .awaitingUpstream)
         setReading(&out)
         out.append(.cancelTimer)
-        out.append(.vet(request, requestLine: "\(head.method) \(head.target)"))
+        out.append(.vet(request, requestLine: requestLine))
+    }
+
+    private mutating func consumeClient(_ count: Int, _ out: inout [Action]) {
+        out.append(.consume(.client, count))
+        sides[.client].buffered -= min(count, sides[.client].buffered)
+    }
+
+    /// A SOCKS client's greeting, then its request (`Socks5.Reader`); the request goes on as a CONNECT would.
+    private mutating func readSocks(_ bytes: [UInt8], _ out: inout [Action]) {
+        switch socks.read(bytes) {
+        case .needMore:
+            return
+        case .chooseMethod(let reply, let consumed):
+            consumeClient(consumed, &out)
+            out.append(.write(.client, reply))
+            if sides[.client].buffered > 0 { out.append(.peek(.client, from: 0, max: min(sides[.client].buffered, Socks5.maxMessage))) }
+        case .connect(let authority, let consumed):
+            consumeClient(consumed, &out)
+            if !limits.allowedPorts.isEmpty && !limits.allowedPorts.contains(authority.port) {
+                return refuse(403, "SOCKS CONNECT to port \(authority.port) is not allowed by --allow-port", &out)
+            }
+            target = authority
+            startConnecting(.connect(authority), requestLine: "SOCKS5 \(authority)", &out)
+        case .refuse(let reply, let reason):
+            refuse(400, reason, socksAnswer: reply ?? [], &out)
+        }
     }
 
     /// Tries the next resolved address; when none is left, answers with the last failure.
@@ -278,19 +317,25 @@ public struct ConnectionMachine: Sendable {
         phase = .relaying
         inspecting = true
         out.append(.startInspection)
-        out.append(.write(.client, HTTPWriter.connectionEstablished))
+        out.append(.write(.client, dialect == .socks5 ? Socks5.reply(.succeeded) : HTTPWriter.connectionEstablished))
         setReading(&out)
         if sides[.client].buffered > 0 { readable(.client, &out) }
     }
 
-    /// Answers the client with an error of the proxy's own, then lingers until it closes.
-    mutating func refuse(_ status: Int, _ reason: String, _ out: inout [Action]) {
+    /// Answers the client with an error of the proxy's own, then lingers until it closes. A SOCKS client gets
+    /// `socksAnswer` (empty: nothing) or the reply that matches `status`.
+    mutating func refuse(_ status: Int, _ reason: String, socksAnswer: [UInt8]? = nil, _ out: inout [Action]) {
         if phase == .connecting || phase == .exchanging || phase == .relaying { out.append(.dropUpstream) }
         phase = .lingering
         inspecting = false
         exchange = nil
         out.append(.refused(status: status, reason: reason))
-        out.append(.write(.client, HTTPWriter.proxyResponse(status: status, body: reason)))
+        if dialect == .socks5 {
+            let answer = socksAnswer ?? (socks.greeted ? Socks5.reply(Socks5.Reply(status: status)) : Socks5.noAcceptableMethods)
+            if !answer.isEmpty { out.append(.write(.client, answer)) }
+        } else {
+            out.append(.write(.client, HTTPWriter.proxyResponse(status: status, body: reason)))
+        }
         out.append(.discardInput(.client))
         sides[.client].buffered = 0
         sides[.client].pauses = PauseSet()
@@ -315,7 +360,12 @@ public struct ConnectionMachine: Sendable {
             }
             relay(from: side, &out)
         case .readingRequest:
-            if side == .client { peekRequestHead(&out) }
+            guard side == .client else { break }
+            if dialect == .socks5 {
+                out.append(.peek(.client, from: 0, max: min(sides[.client].buffered, Socks5.maxMessage)))
+            } else {
+                peekRequestHead(&out)
+            }
         case .exchanging:
             if sides[side].buffered > 0, sides[side].pauses.isEmpty { peekExchange(side, &out) }
         case .lingering:
