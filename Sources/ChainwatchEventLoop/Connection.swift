@@ -40,6 +40,8 @@ public final class Connection {
     public private(set) var isReading = false
     private var isWriting = false
     private var isConnecting = false
+    /// The local port of an outbound connection, while `OutboundPorts` tracks them.
+    private var outboundPort: UInt16?
     private var lowWatermark = 0
     private var readSize = Connection.smallestRead
     private var selfReference: Unmanaged<Connection>?
@@ -266,6 +268,7 @@ public final class Connection {
         do { try attach(fd) } catch { errno = error.errno; return false }
         let r = address.withSockaddr { sa, len in Glibc.connect(fd, sa, len) }
         if r != 0 && errno != EINPROGRESS { return false }
+        outboundPort = OutboundPorts.opened(fd)
         isConnecting = true
         armWrite()
         return true
@@ -316,6 +319,10 @@ public final class Connection {
         isWriting = false
         if socket >= 0 { Glibc.close(socket) }
         socket = -1
+        if let port = outboundPort {
+            outboundPort = nil
+            OutboundPorts.closed(port)
+        }
     }
 }
 

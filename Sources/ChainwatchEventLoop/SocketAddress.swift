@@ -148,3 +148,47 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
     /// Where `addressBytes` lie in `storage`.
     private var addressRange: Range<Int> { family == AF_INET6 ? 8..<24 : 4..<8 }
 }
+
+extension SocketAddress {
+    /// Where a connection that a firewall redirected to this socket was going (netfilter's `SO_ORIGINAL_DST`, IPv4, or
+    /// `IP6T_SO_ORIGINAL_DST`, IPv6: both option 80), or, for a connection a `tproxy` rule delivered, the socket's own
+    /// local address, which then is the original destination. nil when neither is known.
+    public static func originalDestination(of fd: Int32) -> SocketAddress? {
+        let SO_ORIGINAL_DST: Int32 = 80
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        for level in [SOL_IP, SOL_IPV6] {
+            length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let found = withUnsafeMutablePointer(to: &storage) { getsockopt(fd, level, SO_ORIGINAL_DST, $0, &length) } == 0
+            if found, length > 0, storage.ss_family == sa_family_t(AF_INET) || storage.ss_family == sa_family_t(AF_INET6) {
+                return SocketAddress(storage: storage, length: length)
+            }
+        }
+        return localAddress(of: fd)
+    }
+
+    /// The socket's local address (getsockname(2)); nil when it fails.
+    public static func localAddress(of fd: Int32) -> SocketAddress? {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        } == 0
+        return ok ? SocketAddress(storage: storage, length: length) : nil
+    }
+}
+
+extension SocketAddress {
+    /// Whether this is an IPv4 address in IPv6's mapped form (`::ffff:a.b.c.d`, as a dual-stack socket reports an
+    /// IPv4 peer).
+    private var isV4Mapped: Bool {
+        let bytes = addressBytes
+        return bytes.count == 16 && bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
+    }
+
+    /// `addressBytes`, an IPv4-mapped address as its 4 IPv4 bytes.
+    public var unmappedAddressBytes: [UInt8] { isV4Mapped ? Array(addressBytes[12...]) : addressBytes }
+
+    /// `ip`, an IPv4-mapped address as its dotted IPv4 text.
+    public var unmappedIP: String { isV4Mapped ? addressBytes[12...].map(String.init).joined(separator: ".") : ip }
+}

@@ -6,6 +6,8 @@ public struct ProxyConfiguration: Sendable {
     public var listen: SocketAddress
     /// SOCKS 5 listeners (`--socks`), beside `listen`: each tunnel inspected as a CONNECT's.
     public var socks: [SocketAddress] = []
+    /// Listeners for connections a firewall redirects (`--transparent`): each goes to its original destination.
+    public var transparent: [SocketAddress] = []
     public var threads: Int
     public var hostsFile: String?
     /// Networks whose clients may connect; empty: loopback only.
@@ -53,8 +55,8 @@ public struct ProxyConfiguration: Sendable {
     /// Which resolved addresses requests may reach (built once per worker).
     /// A wildcard listener answers on every interface: each one's address is the proxy too (read now: call once).
     public var destinationPolicy: DestinationPolicy {
-        let wildcard = ([listen] + socks + (adminAddress.map { [$0] } ?? [])).contains { $0.addressBytes.allSatisfy { $0 == 0 } }
-        let own = socks.map { ($0.addressBytes, $0.port) } + (adminAddress.map { [($0.addressBytes, $0.port)] } ?? [])
+        let wildcard = ([listen] + socks + transparent + (adminAddress.map { [$0] } ?? [])).contains { $0.addressBytes.allSatisfy { $0 == 0 } }
+        let own = (socks + transparent).map { ($0.addressBytes, $0.port) } + (adminAddress.map { [($0.addressBytes, $0.port)] } ?? [])
         let operatorNames = hostsFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }.map { HostsFile(text: $0).names } ?? []
         return DestinationPolicy(listenAddress: listen.addressBytes, listenPort: listen.port, deny: deniedDestinations,
                                  allow: allowedDestinations, localAddresses: wildcard ? SocketAddress.localAddresses() : [],
@@ -89,8 +91,9 @@ public struct ProxyConfiguration: Sendable {
     /// Refuses an open proxy: a non-loopback listen address needs an explicit client allow-list, and a SOCKS listener,
     /// which has no authentication, a loopback address.
     public func validate() throws(ConfigurationError) {
-        let isLoopback = Self.loopback.contains { $0.contains(listen.addressBytes) }
-        if !isLoopback && allowedClients.isEmpty { throw .nonLoopbackWithoutAllowList(listen.description) }
+        for address in [listen] + transparent where allowedClients.isEmpty && !Self.loopback.contains(where: { $0.contains(address.addressBytes) }) {
+            throw .nonLoopbackWithoutAllowList(address.description)
+        }
         if let open = socks.first(where: { address in !Self.loopback.contains { $0.contains(address.addressBytes) } }) {
             throw .socksNotOnLoopback(open.description)
         }

@@ -23,12 +23,13 @@ extension ProxyConnection {
             started = now
         }
 
-        /// The method (`SOCKS5` for a SOCKS client's tunnel), and the target unless it is a tunnel's (the
-        /// destination says that one).
+        /// The method (`SOCKS5` for a SOCKS client's tunnel, `TRANSPARENT` for a redirected connection's), and the
+        /// target unless it is a tunnel's (the destination says that one).
         var methodAndURL: (method: String?, url: String?) {
             guard let parts = requestLine?.split(separator: " ", maxSplits: 1) else { return (nil, nil) }
             let method = parts.first.map(String.init)
-            return (method, parts.count == 2 && method != "CONNECT" && method != "SOCKS5" ? String(parts[1]) : nil)
+            let tunnel = method == "CONNECT" || method == "SOCKS5" || method == "TRANSPARENT"
+            return (method, parts.count == 2 && !tunnel ? String(parts[1]) : nil)
         }
 
         /// Bytes the client sent (request heads and bodies, tunnel bytes), or that it was sent.

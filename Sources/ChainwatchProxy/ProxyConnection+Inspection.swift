@@ -31,7 +31,14 @@ extension ProxyConnection {
 
     /// What the alert lines say about this client and `authority`, before anything is known of the handshake.
     func facts(for authority: Authority) -> ConnectionFacts {
-        ConnectionFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host, port: authority.port)
+        var facts = ConnectionFacts(id: id, sourceIP: clientAddress.ip, sourcePort: clientAddress.port, connectHost: authority.host,
+                                    port: authority.port)
+        switch machine.dialect {
+        case .http: break
+        case .socks5: facts.via = "socks5"
+        case .transparent: facts.via = "transparent"
+        }
+        return facts
     }
 
     /// Whether a request may go on (`Admission`, ChainwatchCore, decides): an upstream whose last verdict blocked gets

@@ -31,7 +31,8 @@ public final class ProxyServer: @unchecked Sendable {
         try configuration.validate()
         signal(SIGPIPE, SIG_IGN)
         try Listener.checkUnused(configuration.listen)
-        for address in configuration.socks { try Listener.checkUnused(address) }
+        for address in configuration.socks + configuration.transparent { try Listener.checkUnused(address) }
+        OutboundPorts.tracking = !configuration.transparent.isEmpty
         for index in 0..<max(1, configuration.threads) {
             workers.append(try Worker(index: index, configuration: configuration, stats: stats, inspector: inspector,
                                   heldBudget: heldBudget, logger: logger))
@@ -50,7 +51,8 @@ public final class ProxyServer: @unchecked Sendable {
             threads.append(thread)
             thread.start()
         }
-        let socks = configuration.socks.isEmpty ? "" : ", SOCKS 5 on \(configuration.socks.map(\.description).joined(separator: ", "))"
+        let socks = (configuration.socks.isEmpty ? "" : ", SOCKS 5 on \(configuration.socks.map(\.description).joined(separator: ", "))")
+            + (configuration.transparent.isEmpty ? "" : ", transparent on \(configuration.transparent.map(\.description).joined(separator: ", "))")
         logger.notice("listening on \(configuration.listen)\(socks) with \(workers.count) loop(s)")
     }
     private var finished: DispatchGroup?

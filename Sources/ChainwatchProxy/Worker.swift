@@ -20,8 +20,9 @@ final class Worker: @unchecked Sendable {
     let spotChecks: SpotCheckTimers
     let logger: Logger
     private var listener: Listener?
-    /// `--socks` listeners: their clients speak SOCKS 5 before the tunnel.
+    /// `--socks` listeners (their clients speak SOCKS 5 before the tunnel) and `--transparent` ones.
     private var socksListeners: [Listener] = []
+    private var transparentListeners: [Listener] = []
     private var tunnels: [UInt64: ProxyConnection] = [:]
     private var nextID: UInt64
     private var draining = false
@@ -51,6 +52,11 @@ final class Worker: @unchecked Sendable {
         socksListeners = try configuration.socks.map { address in
             try Listener(loop: loop, address: address, log: { [logger] in logger.error("\($0)") }) { [unowned self] fd, peer in
                 self.accept(fd: fd, peer: peer, dialect: .socks5)
+            }
+        }
+        transparentListeners = try configuration.transparent.map { address in
+            try Listener(loop: loop, address: address, log: { [logger] in logger.error("\($0)") }) { [unowned self] fd, peer in
+                self.acceptRedirected(fd: fd, peer: peer)
             }
         }
         heartbeat.store(MonotonicClock.milliseconds(), ordering: .relaxed)
@@ -100,6 +106,25 @@ final class Worker: @unchecked Sendable {
         }
     }
 
+    /// A connection a firewall redirected: its tunnel goes to the original destination. One of chainwatch's own
+    /// (its traffic not exempted from the redirect) is reset: followed, each tunnel would open another through itself.
+    private func acceptRedirected(fd: Int32, peer: SocketAddress) {
+        guard let original = SocketAddress.originalDestination(of: fd) else {
+            logger.warning("transparent: no original destination for the connection from \(peer); closed")
+            Glibc.close(fd)
+            return
+        }
+        if OutboundPorts.isOwn(peer.port), SocketAddress.localAddresses().contains(peer.unmappedAddressBytes) {
+            stats.acceptedConnections.add(1, ordering: .relaxed)
+            logger.error("transparent: reset a connection to \(original) from \(peer), chainwatch's own: its traffic must be exempt from the redirect (deploy/README.md, Gateway)")
+            var reset = linger(l_onoff: 1, l_linger: 0)
+            setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, socklen_t(MemoryLayout<linger>.size))
+            Glibc.close(fd)
+            return
+        }
+        accept(fd: fd, peer: peer, dialect: .transparent(Authority(host: original.unmappedIP, port: original.port)))
+    }
+
     func connectionClosed(_ tunnel: ProxyConnection) {
         guard tunnels.removeValue(forKey: tunnel.id) != nil else { return }
         stats.openConnections.subtract(1, ordering: .relaxed)
@@ -122,8 +147,9 @@ final class Worker: @unchecked Sendable {
         beat = nil
         listener?.close()
         listener = nil
-        for socks in socksListeners { socks.close() }
+        for other in socksListeners + transparentListeners { other.close() }
         socksListeners = []
+        transparentListeners = []
         if tunnels.isEmpty { loop.stop() }
     }
 

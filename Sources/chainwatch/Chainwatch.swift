@@ -30,6 +30,10 @@ struct Run: ParsableCommand {
                                                            discussion: "RFC 1928, no authentication, the CONNECT command to a name, an IPv4 or an IPv6 address (curl --socks5-hostname, ssh -D clients). Each tunnel is inspected as a CONNECT's; refusals are SOCKS replies (2, not allowed, for a known-bad upstream or a refused destination; 4, host unreachable, for a name that does not resolve or an upstream that does not answer; 5, connection refused). Loopback only: there is no authentication."))
     var socks: [String] = []
 
+    @Option(name: .customLong("transparent"), help: ArgumentHelp("A listener for connections a firewall redirects to chainwatch, ADDR:PORT or [V6]:PORT (repeatable).",
+                                                                 discussion: "For a gateway whose clients have no proxy setting: nftables `redirect` (the original destination read with SO_ORIGINAL_DST, IPv4 and IPv6) or `tproxy` (the socket's own address). Each connection's tunnel goes to its original address and port, its rule picked by the TLS SNI (no SNI: the address), inspected as a CONNECT's; a refusal is a reset. Needs --allow-client unless on loopback. chainwatch's own connections must be exempt from the redirect (deploy/README.md, Gateway); one that comes back is reset."))
+    var transparent: [String] = []
+
     @Option(help: "Event loops, each on its own thread, and as many threads that validate chains no cached verdict covers (default: one per CPU the process may run on, see taskset(1)).")
     var threads: Int = EventLoop.usableCPUCount
 
@@ -138,6 +142,9 @@ struct Run: ParsableCommand {
     func validate() throws {
         guard SocketAddress(numeric: listen) != nil else { throw ValidationError("--listen: \(listen) is not ADDR:PORT or [V6]:PORT") }
         for address in socks where SocketAddress(numeric: address) == nil { throw ValidationError("--socks: \(address) is not ADDR:PORT or [V6]:PORT") }
+        for address in transparent where SocketAddress(numeric: address) == nil {
+            throw ValidationError("--transparent: \(address) is not ADDR:PORT or [V6]:PORT")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("--log-level: unknown level \(logLevel)") }
         for c in allowClient where CIDR(c) == nil { throw ValidationError("--allow-client: \(c) is not a CIDR network") }
         for c in allowDestination where CIDR(c) == nil { throw ValidationError("--allow-destination: \(c) is not a CIDR network") }
@@ -167,6 +174,7 @@ struct Run: ParsableCommand {
             listen: SocketAddress(numeric: listen)!, threads: threads, hostsFile: hosts,
             allowedClients: allowClient.compactMap(CIDR.init), allowedPorts: Set(allowPort), maxConnections: maxConnections)
         configuration.socks = socks.compactMap { SocketAddress(numeric: $0) }
+        configuration.transparent = transparent.compactMap { SocketAddress(numeric: $0) }
         configuration.connectTimeoutMilliseconds = Int(connectTimeout * 1000)
         configuration.requestTimeoutMilliseconds = Int(requestTimeout * 1000)
         configuration.idleTimeoutMilliseconds = Int(idleTimeout * 1000)

@@ -85,7 +85,10 @@ public struct AlertRecord: Sendable {
         }
         w.object("chainwatch") { c in
             c.field("verdict", action.rawValue)
-            c.object("client") { $0.field("ja4", connection.clientJA4) }   // ECS has no JA4 field (it has ja3)
+            c.object("client") { client in
+                client.field("ja4", connection.clientJA4)   // ECS has no JA4 field (it has ja3)
+                client.field("via", connection.via)
+            }
             c.object("probe") { $0.field("ja4", connection.probeJA4) }
             c.field("tunnel_id", connection.tunnelID)
             c.field("rule", rule.name)

@@ -81,8 +81,9 @@ public struct ConnectionMachine: Sendable {
     var closeWhenFlushed = false
 
     /// What the client speaks before its tunnel: HTTP (a CONNECT, or plain HTTP to forward) on `--listen`, SOCKS 5
-    /// on `--socks`.
-    public enum Dialect: Sendable, Hashable { case http, socks5 }
+    /// on `--socks`; nothing on `--transparent`, whose connections a firewall redirected: the tunnel goes to where
+    /// the client was connecting (its original destination), and a refusal is a reset.
+    public enum Dialect: Sendable, Hashable { case http, socks5, transparent(Authority) }
     public let dialect: Dialect
     /// A SOCKS client's greeting and request, read so far.
     private var socks = Socks5.Reader()
@@ -119,6 +120,13 @@ public struct ConnectionMachine: Sendable {
         case .started:
             out.append(.schedule(milliseconds: limits.requestTimeoutMilliseconds))
             setReading(&out)
+            if case .transparent(let destination) = dialect {
+                if !limits.allowedPorts.isEmpty && !limits.allowedPorts.contains(destination.port) {
+                    return refuse(403, "a redirected connection to port \(destination.port) is not allowed by --allow-port", &out)
+                }
+                target = destination
+                startConnecting(.connect(destination), requestLine: "TRANSPARENT \(destination)", &out)
+            }
         case .vetted(let refusal):
             guard phase == .connecting, let request = attempt?.request else { return ignore(event, &out) }
             if let refusal { refuse(refusal.status, refusal.reason, &out); break }
@@ -317,7 +325,11 @@ public struct ConnectionMachine: Sendable {
         phase = .relaying
         inspecting = true
         out.append(.startInspection)
-        out.append(.write(.client, dialect == .socks5 ? Socks5.reply(.succeeded) : HTTPWriter.connectionEstablished))
+        switch dialect {
+        case .http: out.append(.write(.client, HTTPWriter.connectionEstablished))
+        case .socks5: out.append(.write(.client, Socks5.reply(.succeeded)))
+        case .transparent: break   // its client is connected already, to what it takes for its server
+        }
         setReading(&out)
         if sides[.client].buffered > 0 { readable(.client, &out) }
     }
@@ -325,6 +337,12 @@ public struct ConnectionMachine: Sendable {
     /// Answers the client with an error of the proxy's own, then lingers until it closes. A SOCKS client gets
     /// `socksAnswer` (empty: nothing) or the reply that matches `status`.
     mutating func refuse(_ status: Int, _ reason: String, socksAnswer: [UInt8]? = nil, _ out: inout [Action]) {
+        if case .transparent = dialect {   // a client that spoke to its server, not to a proxy: its connection resets
+            if phase == .connecting || phase == .relaying { out.append(.dropUpstream) }
+            exchange = nil
+            out.append(.refused(status: status, reason: reason))
+            return close(resetting: [.client], &out)
+        }
         if phase == .connecting || phase == .exchanging || phase == .relaying { out.append(.dropUpstream) }
         phase = .lingering
         inspecting = false

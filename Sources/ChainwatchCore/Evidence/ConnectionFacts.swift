@@ -25,6 +25,9 @@ public struct ConnectionFacts: Sendable, Hashable {
     public var clientJA4: String?
     /// The JA4 of chainwatch's own probe (`chainwatch.probe.ja4`), when the evidence came from a probe.
     public var probeJA4: String?
+    /// How the client reached chainwatch when not by a CONNECT: `socks5` (a `--socks` listener) or `transparent` (a
+    /// connection a firewall redirected; `connectHost` is then its original destination's address).
+    public var via: String?
 
     public init(id: UInt64 = 0, sourceIP: String = "", sourcePort: UInt16 = 0, connectHost: String, port: UInt16,
                 upstreamIP: String? = nil, serverName: String? = nil, protocolVersion: TLSVersion? = nil,

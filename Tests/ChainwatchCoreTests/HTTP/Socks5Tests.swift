@@ -113,4 +113,27 @@ import Testing
         var full = ConnectionMachine(limits: ConnectionLimits(), dialect: .socks5)
         #expect(full.refuseAtOnce(status: 503, reason: "connection limit reached (1)").contains(.write(.client, Socks5.noAcceptableMethods)))
     }
+
+    // MARK: - A transparent listener: no request, the original destination
+
+    @Test func aRedirectedConnectionGoesToItsOriginalDestinationWithNoAnswerOfItsOwn() {
+        let destination = Authority(host: "10.77.2.2", port: 8443)
+        var m = ConnectionMachine(limits: ConnectionLimits(), dialect: .transparent(destination))
+        let started = m.handle(.started)
+        #expect(started.last == .vet(.connect(destination), requestLine: "TRANSPARENT 10.77.2.2:8443"))
+        #expect(m.target == destination)
+        _ = m.handle(.readable(.client, buffered: 300))   // its ClientHello waits for the upstream
+        _ = m.handle(.vetted(nil))
+        _ = m.handle(.resolved(addressCount: 1))
+        let connected = m.handle(.connected)
+        #expect(connected.contains(.startInspection))
+        #expect(!connected.contains { if case .write = $0 { true } else { false } }, "nothing of the proxy's own reaches the client")
+        #expect(connected.contains(.feedInspection(.client, from: 0)))
+        // A refusal (a known-bad upstream) is a reset: the client spoke to its server, not to a proxy.
+        var refused = ConnectionMachine(limits: ConnectionLimits(), dialect: .transparent(destination))
+        _ = refused.handle(.started)
+        let out = refused.handle(.vetted(ProxyRequest.Refusal(status: 403, reason: "known bad")))
+        #expect(out.contains(.refused(status: 403, reason: "known bad")) && out.last == .close(resetting: [.client]))
+        #expect(!out.contains { if case .write = $0 { true } else { false } })
+    }
 }
