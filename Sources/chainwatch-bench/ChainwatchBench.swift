@@ -36,6 +36,9 @@ struct CommonOptions: ParsableArguments {
     var proxyName: String?
     @Option(help: "With --start-proxy: comma-separated policies to run with, each a separate proxy start: block, alert, or flagged (alert, and every tunnel's chain fails: an alert line per connection).")
     var policy: String?
+    @Option(help: ArgumentHelp("How sessions reach the proxy, comma-separated, each measured in turn against the same proxy start: connect (HTTP CONNECT) and socks (SOCKS 5; --start-proxy adds --socks on a free port unless its arguments say {socks}). With --proxy: one of them, the address given being that listener.",
+                               valueName: "connect,socks"))
+    var via = "connect"
     @Flag(help: "Run the same load without the proxy too (first), as the baseline; alone: only the baseline.")
     var direct = false
     @Option(help: "An HTTPS upstream already running (HOST:PORT); bodies are then not checked byte by byte.")
@@ -152,13 +155,20 @@ extension CommonOptions {
         if freshCertificates && (upstream != nil || startUpstream != "builtin") {
             throw BenchError("--fresh-certificates needs the builtin upstream (not --upstream or --start-upstream nginx)")
         }
-        return Plan(scenario: scenario, proxy: source, proxyName: name, direct: direct, tlsVersions: versions, policies: policies,
+        let via = self.via.split(separator: ",").map(String.init)
+        guard !via.isEmpty, via.allSatisfy({ $0 == "connect" || $0 == "socks" }) else {
+            throw BenchError("--via: expected connect, socks or both (comma-separated), got '\(self.via)'")
+        }
+        if case .running = source, via.count > 1 { throw BenchError("--via with --proxy: one of connect or socks (the address given is that listener)") }
+        var plan = Plan(scenario: scenario, proxy: source, proxyName: name, direct: direct, tlsVersions: versions, policies: policies,
                     externalTLSUpstream: try upstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     externalRawUpstream: try rawUpstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     upstreamKind: startUpstream, nginxWorkers: nginxWorkers, concurrency: concurrency, longTransfers: longTransfers,
                     threads: threads, rate: rate, duration: duration, count: scenario == .idle ? nil : count, timeout: timeout, grace: grace,
                     maxFailures: maxFailures, responseBytes: payload.responseBytes, bulkBytes: try parseSize(payload.size),
                     upload: payload.upload, resume: payload.resume, sni: sni, freshNames: freshNames || freshCertificates, freshCertificates: freshCertificates, fault: fault, startTimeout: startTimeout, keepTemp: keepTemp, quiet: quiet)
+        plan.via = via
+        return plan
     }
 
     /// Runs the plan, prints the table, writes the files, exits 0/1/2.

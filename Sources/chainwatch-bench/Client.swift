@@ -49,7 +49,7 @@ final class Session {
     /// The server name this session offers (`--sni`, or its own with `--fresh-names`).
     private var sessionName: String?
     enum Phase: String {
-        case connecting, awaitingConnect200, handshaking, awaitingResponseHead, readingBody
+        case connecting, awaitingConnect200, awaitingSocksReplies, handshaking, awaitingResponseHead, readingBody
         case receivingStream, sendingStream, awaitingUploadVerdict
         case awaitingFirstPong, holding, awaitingLastPong, ended
     }
@@ -137,6 +137,13 @@ final class Session {
         if fd >= 0 { setNoDelay(fd) }
         if settings.viaProxy {
             let target = kind == .handshake ? settings.tlsUpstream : settings.rawUpstream
+            if settings.socks {   // the greeting (no authentication) and the request at once, by IPv4 address
+                guard let address = target.ipv4Bytes else { return fail("SOCKS needs an IPv4 upstream address, not \(target.host)") }
+                let request: [UInt8] = [5, 1, 0, 5, 1, 0, 1] + address + [UInt8(target.port >> 8), UInt8(target.port & 0xFF)]
+                _ = request.withUnsafeBytes { bufferevent_write(bev, $0.baseAddress, $0.count) }
+                phase = .awaitingSocksReplies
+                return
+            }
             write(bev!, "CONNECT \(target) HTTP/1.1\r\nHost: \(target)\r\n\r\n")
             phase = .awaitingConnect200
         } else {
@@ -200,6 +207,15 @@ final class Session {
     private func readable() {
         guard let bev, let input = bufferevent_get_input(bev) else { return }
         switch phase {
+        case .awaitingSocksReplies:   // the method chosen (2 bytes), then the request's reply (10 for an IPv4 bound address)
+            guard evbuffer_get_length(input) >= 12 else { return }
+            var replies = [UInt8](repeating: 0, count: 12)
+            evbuffer_remove(input, &replies, 12)
+            guard replies[0...1] == [5, 0], replies[2] == 5, replies[3] == 0 else {
+                return fail("SOCKS proxy refused: method reply \(replies[0...1].map(String.init)), reply code \(replies[3])")
+            }
+            if evbuffer_get_length(input) > 0 { return fail("SOCKS proxy sent bytes after its reply before the upstream spoke") }
+            tunnelReady()
         case .awaitingConnect200:
             guard let end = headEnd(input) else {
                 if evbuffer_get_length(input) > 16_384 { fail("proxy sent more than 16 KiB without ending its response head") }

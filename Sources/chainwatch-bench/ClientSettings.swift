@@ -12,6 +12,8 @@ struct ClientSettings: @unchecked Sendable {
     var firstHop: Endpoint
     /// True when sessions go through a proxy (send CONNECT and wait for 200 first).
     var viaProxy: Bool
+    /// The proxy is a SOCKS 5 listener: sessions greet it and send a SOCKS CONNECT instead (`--via socks`).
+    var socks = false
     /// The HTTPS upstream (handshake sessions) and the raw upstream (bulk and idle sessions).
     var tlsUpstream: Endpoint
     var rawUpstream: Endpoint

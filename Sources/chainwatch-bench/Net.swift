@@ -21,6 +21,12 @@ struct Endpoint: Sendable, Codable, CustomStringConvertible {
 
     var description: String { "\(host):\(port)" }
 
+    /// The four bytes of a dotted IPv4 host; nil for anything else.
+    var ipv4Bytes: [UInt8]? {
+        let parts = host.split(separator: ".").compactMap { UInt8($0) }
+        return parts.count == 4 && host.split(separator: ".").count == 4 ? parts : nil
+    }
+
     /// The IPv4 socket address (the bench talks to literal addresses only: no DNS in the measurement).
     func sockaddr() throws(BenchError) -> sockaddr_in {
         var address = sockaddr_in()

@@ -21,6 +21,8 @@ struct Plan {
     var direct: Bool
     var tlsVersions: [TLSVersion]
     var policies: [String?]
+    /// How clients reach the proxy, each measured in turn: `connect` (HTTP CONNECT) and/or `socks` (SOCKS 5).
+    var via: [String] = ["connect"]
     var externalTLSUpstream: Endpoint?
     var externalRawUpstream: Endpoint?
     var upstreamKind: String  // builtin | nginx
@@ -103,20 +105,26 @@ final class Runner {
         case .running(let endpoint, let pid):
             for version in versions {
                 runs.append(try measure(target: plan.proxyName, firstHop: endpoint, pid: pid, policy: nil, version: version,
-                                        tlsUpstream: tlsUpstream, rawUpstream: rawUpstream, chain: chain))
+                                        tlsUpstream: tlsUpstream, rawUpstream: rawUpstream, chain: chain, socks: plan.via == ["socks"]))
             }
         case .start(let executable, let template):
             for policy in plan.policies {
-                let (child, endpoint) = try startProxy(executable: executable, template: template, policy: policy, chain: chain, temp: temp)
+                let (child, endpoint, socksEndpoint) = try startProxy(executable: executable, template: template, policy: policy,
+                                                                      chain: chain, temp: temp)
                 proxy = child
                 // The alert log the bench gave it: its lines are counted per run, and checked (alert storm).
                 let alertLog = template.contains("{dir}/alerts.jsonl") ? temp.file("alerts.jsonl") : nil
                 for version in versions {
-                    let before = alertLog.map { AlertLog.lines(in: $0) }
-                    var run = try measure(target: plan.proxyName, firstHop: endpoint, pid: child.pid, policy: policy, version: version,
-                                          tlsUpstream: tlsUpstream, rawUpstream: rawUpstream, chain: chain)
-                    if let alertLog, let before { run.alertLines = AlertLog.settledLines(in: alertLog) - before }
-                    runs.append(run)
+                    for via in plan.via {
+                        let socks = via == "socks"
+                        let before = alertLog.map { AlertLog.lines(in: $0) }
+                        var run = try measure(target: socks ? "\(plan.proxyName) socks5" : plan.proxyName,
+                                              firstHop: socks ? socksEndpoint! : endpoint, pid: child.pid, policy: policy,
+                                              version: version, tlsUpstream: tlsUpstream, rawUpstream: rawUpstream, chain: chain,
+                                              socks: socks)
+                        if let alertLog, let before { run.alertLines = AlertLog.settledLines(in: alertLog) - before }
+                        runs.append(run)
+                    }
                 }
                 child.stop()
                 proxy = nil
@@ -180,9 +188,13 @@ final class Runner {
     }
 
     private func startProxy(executable: String, template: String, policy: String?, chain: GeneratedChain,
-                            temp: TempDirectory) throws(BenchError) -> (Child, Endpoint) {
+                            temp: TempDirectory) throws(BenchError) -> (Child, Endpoint, Endpoint?) {
         let port = try freeLoopbackPort()
         let endpoint = Endpoint(host: "127.0.0.1", port: port)
+        // With --via socks, a SOCKS listener too: where the template says {socks}, else added to its arguments.
+        let socks = plan.via.contains("socks") ? Endpoint(host: "127.0.0.1", port: try freeLoopbackPort()) : nil
+        var template = template
+        if let socks, !template.contains("{socks}") { template += " --socks \(socks)" }
         var policyPath = ""
         if let policy { policyPath = try writePolicy(policy, chain: chain, temp: temp) }
         let arguments = template.split(separator: " ").map {
@@ -190,19 +202,21 @@ final class Runner {
                 .replacingOccurrences(of: "{listen}", with: endpoint.description)
                 .replacingOccurrences(of: "{policy}", with: policyPath)
                 .replacingOccurrences(of: "{dir}", with: temp.path)
+                .replacingOccurrences(of: "{socks}", with: socks?.description ?? "")
         }
         let child = try Child(name: plan.proxyName, executable: executable, arguments: arguments,
                               logPath: temp.file("proxy-\(policy ?? "default").log"))
         do { try child.waitUntilListening(endpoint, seconds: plan.startTimeout) } catch { child.stop(); throw error }
         log("started \(plan.proxyName) pid \(child.pid) on \(endpoint)\(policy.map { " with policy \($0)" } ?? "")")
-        return (child, endpoint)
+        return (child, endpoint, socks)
     }
 
     /// One run: the scenario's sessions against one target, bounded by count or duration.
     private func measure(target: String, firstHop: Endpoint?, pid: Int32?, policy: String?, version: TLSVersion?,
-                         tlsUpstream: Endpoint, rawUpstream: Endpoint, chain: GeneratedChain) throws(BenchError) -> RunResult {
+                         tlsUpstream: Endpoint, rawUpstream: Endpoint, chain: GeneratedChain, socks: Bool = false) throws(BenchError) -> RunResult {
         var settings = ClientSettings(firstHop: firstHop ?? tlsUpstream, viaProxy: firstHop != nil,
                                       tlsUpstream: tlsUpstream, rawUpstream: rawUpstream)
+        settings.socks = socks
         if let version {
             settings.tls = try TLSContext.client(version: version, caFile: plan.externalTLSUpstream == nil ? chain.rootFile : nil,
                                                  resumption: plan.resume)

@@ -263,6 +263,22 @@ def test_through_chainwatch(tmp_path, chainwatch_bin, scenario, extra):
     assert_counts_add_up(report)
 
 
+@pytest.mark.parametrize("scenario,extra", [
+    ("handshake", ["--count", "40", "-c", "4", "--tls", "1.3"]),
+    ("bulk", ["--count", "2", "--size", "8M"]),
+], ids=["handshake", "bulk"])
+def test_through_chainwatch_by_connect_and_by_socks(tmp_path, chainwatch_bin, scenario, extra):
+    """--via connect,socks: one proxy start, measured through its HTTP listener and its SOCKS 5 listener in turn,
+    every session's bytes checked both ways."""
+    code, report, output, _ = bench(scenario, "--start-proxy", chainwatch_bin, "--via", "connect,socks", *extra, tmp_path=tmp_path)
+    assert code == 0, output
+    assert [run["target"] for run in report["runs"]] == ["chainwatch", "chainwatch socks5"], report["runs"]
+    for run in report["runs"]:
+        (kind,) = run["kinds"]
+        assert kind["failed"] == 0 and kind["completed"] == kind["started"] > 0, run
+    assert_counts_add_up(report)
+
+
 def test_corruption_is_detected_through_chainwatch(tmp_path, chainwatch_bin):
     code, report, output, _ = bench("bulk", "--start-proxy", chainwatch_bin, "--count", "1", "--size", "1M",
                                     "--fault-inject", "corrupt", tmp_path=tmp_path)
