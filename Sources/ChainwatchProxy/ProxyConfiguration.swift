@@ -6,6 +6,9 @@ public struct ProxyConfiguration: Sendable {
     public var listen: SocketAddress
     /// SOCKS 5 listeners (`--socks`), beside `listen`: each tunnel inspected as a CONNECT's.
     public var socks: [SocketAddress] = []
+    /// The users `--socks` listeners admit by username and password (`--socks-credentials`; nil: no authentication,
+    /// loopback listeners only).
+    public var socksCredentials: Socks5.Credentials?
     /// Listeners for connections a firewall redirects (`--transparent`): each goes to its original destination.
     public var transparent: [SocketAddress] = []
     public var threads: Int
@@ -49,6 +52,7 @@ public struct ProxyConfiguration: Sendable {
         limits.maxBufferedPerDirection = maxBufferedPerDirection
         limits.spliceBulk = spliceBulk
         limits.allowedPorts = allowedPorts
+        limits.socksCredentials = socksCredentials
         return limits
     }
 
@@ -83,19 +87,20 @@ public struct ProxyConfiguration: Sendable {
             case .nonLoopbackWithoutAllowList(let address):
                 "refusing to listen on \(address) without --allow-client: name the client networks allowed to use the proxy (e.g. --allow-client 10.0.0.0/8)"
             case .socksNotOnLoopback(let address):
-                "--socks \(address): SOCKS 5 is served on loopback addresses only (no authentication; username/password, RFC 1929, is not built)"
+                "--socks \(address): a SOCKS listener on a non-loopback address needs --socks-credentials (username/password, RFC 1929): without it, anyone who reaches the port could use it"
             }
         }
     }
 
-    /// Refuses an open proxy: a non-loopback listen address needs an explicit client allow-list, and a SOCKS listener,
-    /// which has no authentication, a loopback address.
+    /// Refuses an open proxy: a non-loopback listen address needs an explicit client allow-list, and a SOCKS listener
+    /// there credentials as well.
     public func validate() throws(ConfigurationError) {
         for address in [listen] + transparent where allowedClients.isEmpty && !Self.loopback.contains(where: { $0.contains(address.addressBytes) }) {
             throw .nonLoopbackWithoutAllowList(address.description)
         }
-        if let open = socks.first(where: { address in !Self.loopback.contains { $0.contains(address.addressBytes) } }) {
-            throw .socksNotOnLoopback(open.description)
+        for address in socks where !Self.loopback.contains(where: { $0.contains(address.addressBytes) }) {
+            if socksCredentials == nil { throw .socksNotOnLoopback(address.description) }
+            if allowedClients.isEmpty { throw .nonLoopbackWithoutAllowList(address.description) }
         }
     }
 }

@@ -27,8 +27,12 @@ struct Run: ParsableCommand {
     var listen = "127.0.0.1:3128"
 
     @Option(name: .customLong("socks"), help: ArgumentHelp("A SOCKS 5 listener, ADDR:PORT or [V6]:PORT on a loopback address (repeatable).",
-                                                           discussion: "RFC 1928, no authentication, the CONNECT command to a name, an IPv4 or an IPv6 address (curl --socks5-hostname, ssh -D clients). Each tunnel is inspected as a CONNECT's; refusals are SOCKS replies (2, not allowed, for a known-bad upstream or a refused destination; 4, host unreachable, for a name that does not resolve or an upstream that does not answer; 5, connection refused). Loopback only: there is no authentication."))
+                                                           discussion: "RFC 1928 (no authentication, or username/password with --socks-credentials), the CONNECT command to a name, an IPv4 or an IPv6 address (curl --socks5-hostname, ssh -D clients). Each tunnel is inspected as a CONNECT's; refusals are SOCKS replies (2, not allowed, for a known-bad upstream or a refused destination; 4, host unreachable, for a name that does not resolve or an upstream that does not answer; 5, connection refused). A non-loopback address needs --socks-credentials and --allow-client."))
     var socks: [String] = []
+
+    @Option(name: .customLong("socks-credentials"), help: ArgumentHelp("A file of user:password lines: --socks listeners then ask for a username and password (RFC 1929) and admit only these. Needed for a --socks address that is not loopback.",
+                                                                       valueName: "file"))
+    var socksCredentials: String?
 
     @Option(name: .customLong("transparent"), help: ArgumentHelp("A listener for connections a firewall redirects to chainwatch, ADDR:PORT or [V6]:PORT (repeatable).",
                                                                  discussion: "For a gateway whose clients have no proxy setting: nftables `redirect` (the original destination read with SO_ORIGINAL_DST, IPv4 and IPv6) or `tproxy` (the socket's own address). Each connection's tunnel goes to its original address and port, its rule picked by the TLS SNI (no SNI: the address), inspected as a CONNECT's; a refusal is a reset. Needs --allow-client unless on loopback. chainwatch's own connections must be exempt from the redirect (deploy/README.md, Gateway); one that comes back is reset."))
@@ -174,6 +178,14 @@ struct Run: ParsableCommand {
             listen: SocketAddress(numeric: listen)!, threads: threads, hostsFile: hosts,
             allowedClients: allowClient.compactMap(CIDR.init), allowedPorts: Set(allowPort), maxConnections: maxConnections)
         configuration.socks = socks.compactMap { SocketAddress(numeric: $0) }
+        if let socksCredentials {
+            guard let text = try? String(contentsOfFile: socksCredentials, encoding: .utf8) else {
+                throw CLIError("--socks-credentials: cannot read \(socksCredentials)")
+            }
+            do { configuration.socksCredentials = try Socks5.Credentials(text: text, path: socksCredentials) } catch {
+                throw CLIError("--socks-credentials: \(error)")
+            }
+        }
         configuration.transparent = transparent.compactMap { SocketAddress(numeric: $0) }
         configuration.connectTimeoutMilliseconds = Int(connectTimeout * 1000)
         configuration.requestTimeoutMilliseconds = Int(requestTimeout * 1000)

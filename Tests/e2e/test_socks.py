@@ -139,9 +139,35 @@ def test_malformed_socks_gets_a_clear_refusal_and_nothing_hangs(start_proxy, tmp
     assert p.proc.poll() is None, "the proxy died"
 
 
-def test_socks_on_a_non_loopback_address_is_refused_at_start(tmp_path):
-    """No authentication: a SOCKS listener on another address would be an open proxy; chainwatch will not start."""
+def test_socks_on_a_non_loopback_address_needs_credentials(tmp_path):
+    """Without credentials, a SOCKS listener on another address would be an open proxy: chainwatch will not start.
+    A credentials file with a problem is refused with its line."""
     r = run([BIN, "run", "--listen", f"127.0.0.1:{free_port()}", "--admin", "off", "--socks", "0.0.0.0:1080",
-             "--alert-log", tmp_path / "a.jsonl"], timeout=10)
+             "--allow-client", "10.0.0.0/8", "--alert-log", tmp_path / "a.jsonl"], timeout=10)
     assert r.returncode not in (0, None), r
-    assert b"--socks 0.0.0.0:1080: SOCKS 5 is served on loopback addresses only" in r.stderr, r
+    assert b"--socks 0.0.0.0:1080: a SOCKS listener on a non-loopback address needs --socks-credentials" in r.stderr, r
+    bad = tmp_path / "bad-credentials"
+    bad.write_text("alice:one\nbob\n")
+    r = run([BIN, "run", "--listen", f"127.0.0.1:{free_port()}", "--admin", "off", "--socks", f"127.0.0.1:{free_port()}",
+             "--socks-credentials", bad, "--alert-log", tmp_path / "a.jsonl"], timeout=10)
+    assert r.returncode not in (0, None) and f"{bad}:2: expected user:password".encode() in r.stderr, r
+
+
+def test_socks_with_credentials_admits_only_its_users(start_proxy, tmp_path, pki, closing):
+    """curl's socks5h://user:password@ (RFC 1929) through a listener with --socks-credentials: the right password
+    gets the page; a wrong one, or none, gets nothing (curl says the proxy refused it)."""
+    genuine = closing(HTTPServer(blob=PAGE, certfile=str(pki / "genuine.fullchain.pem"), keyfile=str(pki / "genuine.key"), tls="1.3"))
+    credentials = tmp_path / "socks-users"
+    credentials.write_text("# who may use the SOCKS listener\nalice:s3cret:x\n")
+    p = socks_proxy(start_proxy, tmp_path, pki, "block", "--socks-credentials", str(credentials))
+
+    def fetch(user):
+        proxy = f"socks5h://{user}@127.0.0.1:{p.socks}" if user else f"socks5h://127.0.0.1:{p.socks}"
+        return run(["curl", "-sk", "--max-time", "6", "--proxy", proxy, f"https://genuine.test:{genuine.port}/"], timeout=10)
+
+    ran = fetch("alice:s3cret%3Ax")
+    assert PAGE in ran.stdout, ran
+    for user in ("alice:wrong", "mallory:s3cret%3Ax", None):
+        ran = fetch(user)
+        assert PAGE not in ran.stdout and ran.returncode == 97, (user, ran)   # 97: the proxy handshake failed
+    assert read_alert_lines(p.alert_log) == []

@@ -86,11 +86,12 @@ public struct ConnectionMachine: Sendable {
     public enum Dialect: Sendable, Hashable { case http, socks5, transparent(Authority) }
     public let dialect: Dialect
     /// A SOCKS client's greeting and request, read so far.
-    private var socks = Socks5.Reader()
+    private var socks: Socks5.Reader
 
     public init(limits: ConnectionLimits, dialect: Dialect = .http) {
         self.limits = limits
         self.dialect = dialect
+        socks = Socks5.Reader(credentials: limits.socksCredentials)
         sides = PerSide(client: SideState(holdLimit: limits.holdLimit, paused: PauseSet()),
                         upstream: SideState(holdLimit: limits.holdLimit, paused: PauseSet(.notConnected)))
     }
@@ -281,7 +282,7 @@ public struct ConnectionMachine: Sendable {
         switch socks.read(bytes) {
         case .needMore:
             return
-        case .chooseMethod(let reply, let consumed):
+        case .answer(let reply, let consumed):
             consumeClient(consumed, &out)
             out.append(.write(.client, reply))
             if sides[.client].buffered > 0 { out.append(.peek(.client, from: 0, max: min(sides[.client].buffered, Socks5.maxMessage))) }
@@ -349,7 +350,7 @@ public struct ConnectionMachine: Sendable {
         exchange = nil
         out.append(.refused(status: status, reason: reason))
         if dialect == .socks5 {
-            let answer = socksAnswer ?? (socks.greeted ? Socks5.reply(Socks5.Reply(status: status)) : Socks5.noAcceptableMethods)
+            let answer = socksAnswer ?? socks.refusal(status: status)
             if !answer.isEmpty { out.append(.write(.client, answer)) }
         } else {
             out.append(.write(.client, HTTPWriter.proxyResponse(status: status, body: reason)))

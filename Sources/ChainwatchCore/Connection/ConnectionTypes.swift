@@ -96,6 +96,8 @@ public struct ConnectionLimits: Sendable, Hashable {
     /// How long a side whose head trickles in rests before its next read at first (`HeadTrickle`: doubled per rest
     /// while it trickles, up to 8 times this).
     public var tricklePauseMilliseconds = 10
+    /// The users a `--socks` listener admits by username and password (nil: no authentication).
+    public var socksCredentials: Socks5.Credentials?
 
     public init() {}
 }

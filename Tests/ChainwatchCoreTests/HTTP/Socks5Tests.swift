@@ -19,7 +19,7 @@ import Testing
             let step = reader.read(buffered)
             switch step {
             case .needMore: continue
-            case .chooseMethod(_, let consumed), .connect(_, let consumed): buffered.removeFirst(consumed)
+            case .answer(_, let consumed), .connect(_, let consumed): buffered.removeFirst(consumed)
             case .refuse: break
             }
             steps.append(step)
@@ -31,7 +31,7 @@ import Testing
         let name = Array("Genuine.Test".utf8)
         var reader = Socks5.Reader()
         let steps = Self.byteAtATime(Self.greeting + Self.request(3, [UInt8(name.count)] + name, port: 8443), &reader)
-        #expect(steps == [.chooseMethod(reply: [5, 0], consumed: 4),
+        #expect(steps == [.answer(reply: [5, 0], consumed: 4),
                           .connect(Authority(host: "genuine.test", port: 8443), consumed: 7 + name.count)])
         #expect(reader.greeted)
     }
@@ -72,6 +72,51 @@ import Testing
         #expect(refusal(Self.request(3, [2, 0xC3, 0xA9], port: 443)) == Socks5.reply(.hostUnreachable), "not ASCII")
         #expect(refusal(Self.request(1, [127, 0, 0, 1], port: 0)) == Socks5.reply(.generalFailure), "port 0")
         #expect(refusal([5, 1, 1, 1, 127, 0, 0, 1, 1, 187]) == Socks5.reply(.generalFailure), "reserved byte set")
+    }
+
+    // MARK: - Username and password (RFC 1929)
+
+    static let credentials = try! Socks5.Credentials(text: "# users\nalice:s3cret:with:colons\n\nbob:hunter2\r\n", path: "creds")
+
+    static func password(_ user: String, _ password: String) -> [UInt8] {
+        [1, UInt8(user.utf8.count)] + Array(user.utf8) + [UInt8(password.utf8.count)] + Array(password.utf8)
+    }
+
+    @Test func aListenerWithCredentialsAsksForThemAndAdmitsOnlyThem() {
+        var reader = Socks5.Reader(credentials: Self.credentials)
+        let request = Self.request(1, [127, 0, 0, 1], port: 443)
+        let steps = Self.byteAtATime(Self.greeting + Self.password("alice", "s3cret:with:colons") + request, &reader)
+        #expect(steps == [.answer(reply: [5, 2], consumed: 4), .answer(reply: [1, 0], consumed: 26),
+                          .connect(Authority(host: "127.0.0.1", port: 443), consumed: 10)])
+        #expect(reader.user == "alice")
+        for (user, password) in [("alice", "wrong"), ("bob", "hunter"), ("carol", "hunter2"), ("bob", "hunter2 ")] {
+            var other = Socks5.Reader(credentials: Self.credentials)
+            _ = other.read(Self.greeting)
+            guard case .refuse(let reply, let reason) = other.read(Self.password(user, password)) else {
+                Issue.record("\(user):\(password) admitted"); continue
+            }
+            #expect(reply == [1, 1] && reason.contains(user))
+        }
+        var bob = Socks5.Reader(credentials: Self.credentials)
+        _ = bob.read(Self.greeting)
+        #expect(bob.read(Self.password("bob", "hunter2")) == .answer(reply: [1, 0], consumed: 13), "a CRLF line end is not the password's")
+        // A greeting that offers only "no authentication" to a listener with credentials: no acceptable method.
+        var lazy = Socks5.Reader(credentials: Self.credentials)
+        guard case .refuse(let reply, _) = lazy.read([5, 1, 0]) else { Issue.record("admitted without a password"); return }
+        #expect(reply == Socks5.noAcceptableMethods)
+    }
+
+    @Test func credentialFilesWithProblemsNameTheLine() {
+        for (text, problem) in [("alice\n", "creds:1: expected user:password"), ("# only a comment\n", "creds: no user:password line"),
+                                ("a:b\nc:d\na:e\n", "creds:3: user 'a' listed twice"), (":nouser\n", "creds:1: a user name and a password"),
+                                ("nopassword:\n", "creds:1: a user name and a password")] {
+            do {
+                _ = try Socks5.Credentials(text: text, path: "creds")
+                Issue.record("accepted: \(text)")
+            } catch {
+                #expect(error.description.hasPrefix(problem), "\(error)")
+            }
+        }
     }
 
     // MARK: - The connection's machine on a SOCKS listener
