@@ -26,7 +26,9 @@ public final class Listener {
     /// Binds and listens; `accept` gets each new non-blocking socket (ownership passes to it) and the peer's address.
     /// `log` gets a line when accepting fails for want of descriptors or memory, once per burst (`AcceptBackoff`).
     /// `reusePort` false: one socket owns the address (the admin listener; a second process cannot join it).
-    public init(loop: EventLoop, address: SocketAddress, backlog: Int32 = 1024, reusePort: Bool = true,
+    /// `transparent`: `IP_TRANSPARENT` (IPv6: `IPV6_TRANSPARENT`), so a firewall's `tproxy` rule can deliver
+    /// connections addressed to other hosts (it needs CAP_NET_ADMIN; without it, `redirect` rules still work).
+    public init(loop: EventLoop, address: SocketAddress, backlog: Int32 = 1024, reusePort: Bool = true, transparent: Bool = false,
                 log: @escaping (String) -> Void = { _ in },
                 accept: @escaping (Int32, SocketAddress) -> Void) throws(EventLoopError) {
         self.accept = accept
@@ -38,6 +40,9 @@ public final class Listener {
         if reusePort { Socket.set(fd, SOL_SOCKET, SO_REUSEPORT, 1) }
         Socket.set(fd, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
         Socket.set(fd, Int32(IPPROTO_TCP), TCP_DEFER_ACCEPT, Self.deferAcceptSeconds)
+        if transparent {
+            if address.family == AF_INET6 { Socket.set(fd, SOL_IPV6, 75, 1) } else { Socket.set(fd, SOL_IP, 19, 1) }   // IPV6_TRANSPARENT, IP_TRANSPARENT
+        }
         self.address = address
         guard address.withSockaddr({ sa, len in bind(fd, sa, len) }) == 0 else { throw failure("bind \(address)") }
         guard listen(fd, backlog) == 0 else { throw failure("listen \(address)") }

@@ -55,7 +55,7 @@ final class Worker: @unchecked Sendable {
             }
         }
         transparentListeners = try configuration.transparent.map { address in
-            try Listener(loop: loop, address: address, log: { [logger] in logger.error("\($0)") }) { [unowned self] fd, peer in
+            try Listener(loop: loop, address: address, transparent: true, log: { [logger] in logger.error("\($0)") }) { [unowned self] fd, peer in
                 self.acceptRedirected(fd: fd, peer: peer)
             }
         }

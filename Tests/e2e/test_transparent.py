@@ -156,10 +156,29 @@ def network(pki, tmp_path_factory):
         teardown_network()
 
 
-def start_gateway(tmp_path, pki, action, own_traffic_too=False):
-    """chainwatch in the gateway namespace with the redirect rules; returns (process, alert log)."""
+def tproxy_rules(v4_port, v6_port):
+    """The `tproxy` variant: no NAT, the packets keep their destination address and are delivered to chainwatch's
+    IP_TRANSPARENT listener by a mark and a local route (set up in `start_gateway`)."""
+    ports = ", ".join(str(p) for p in PORTS.values())
+    return f"""table inet chainwatch {{
+  chain prerouting {{ type filter hook prerouting priority mangle;
+    iifname "g{N}a" meta nfproto ipv4 tcp dport {{ {ports} }} tproxy ip to :{v4_port} meta mark set 1 accept
+    iifname "g{N}a" meta nfproto ipv6 tcp dport {{ {ports} }} tproxy ip6 to :{v6_port} meta mark set 1 accept
+  }}
+}}
+"""
+
+
+def start_gateway(tmp_path, pki, action, own_traffic_too=False, tproxy=False):
+    """chainwatch in the gateway namespace with the redirect (or tproxy) rules; returns (process, alert log)."""
     v4_port, v6_port = free_port(), free_port()
-    nft(GATEWAY, "flush ruleset\n" + redirect_rules(v4_port, v6_port, own_traffic_too))
+    if tproxy:
+        nft(GATEWAY, "flush ruleset\n" + tproxy_rules(v4_port, v6_port))
+        for family in ("-4", "-6"):
+            sh("ip", family, "rule", "add", "fwmark", "1", "lookup", "100", ns=GATEWAY, check=False)
+            sh("ip", family, "route", "replace", "local", "default" if family == "-4" else "::/0", "dev", "lo", "table", "100", ns=GATEWAY)
+    else:
+        nft(GATEWAY, "flush ruleset\n" + redirect_rules(v4_port, v6_port, own_traffic_too))
     policy = pinned_policy(tmp_path, pki, action)
     policy.write_text(policy.read_text().replace("defaults:\n  action: alert\n", "defaults:\n  action: alert\n  non_tls: allow\n"))
     alerts = tmp_path / f"alerts-{action}.jsonl"
@@ -262,5 +281,22 @@ def test_chainwatchs_own_connection_redirected_back_is_reset_not_looped(network,
         refused = out.count("chainwatch's own: its traffic must be exempt from the redirect")
         assert 1 <= refused <= 6, f"{refused} own connections reset: {out[-3000:]}"
         assert proxy.proc.poll() is None, "chainwatch died"
+    finally:
+        proxy.stop()
+
+
+def test_tproxy_delivers_connections_that_keep_their_destination(network, tmp_path, pki):
+    """`tproxy` instead of `redirect`: no address translation; the listener (IP_TRANSPARENT, chainwatch runs as root
+    here) accepts connections addressed to the server, and their local address is the original destination. IPv4 and
+    IPv6: genuine pages pass with no line, the forger is blocked."""
+    proxy, alerts = start_gateway(tmp_path, pki, "block", tproxy=True)
+    try:
+        for ran in (curl(PORTS["genuine"]), curl(PORTS["genuine"], v6=True), python(PORTS["genuine12"], v6=True)):
+            assert PAGE in ran.stdout, f"{ran}; chainwatch: {proxy.output()[-1500:]}"
+        forged = [curl(PORTS["forged"]), curl(PORTS["forged"], v6=True)]
+        assert all(PAGE not in ran.stdout for ran in forged), forged
+        lines = wait_alert_lines(alerts, PORTS["forged"], 2, timeout=6)
+        assert {(l["event"]["reason"], l["destination"]["ip"]) for l in lines} >= {("root_mismatch", V4["server"]), ("root_mismatch", V6["server"])}, lines
+        assert all(l["destination"]["port"] == PORTS["forged"] for l in lines)
     finally:
         proxy.stop()
