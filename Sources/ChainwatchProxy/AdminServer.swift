@@ -220,6 +220,15 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
             m.sample("chainwatch_known_bad_refusals_total", ["reason": reason.rawValue], n)
         }
 
+        m.family("chainwatch_first_contacts_total", .counter,
+                 "TLS 1.3 first contacts under a rule that holds (block): the probe and the tunnel's connection opened together, by which started first (a coin), or the probe alone first (a hello with 0-RTT data).")
+        m.sample("chainwatch_first_contacts_total", ["order": "probe_first"], inspector.pairsProbeFirst.load(ordering: .relaxed))
+        m.sample("chainwatch_first_contacts_total", ["order": "tunnel_first"], inspector.pairsTunnelFirst.load(ordering: .relaxed))
+        m.sample("chainwatch_first_contacts_total", ["order": "probe_alone"], inspector.probesAlone.load(ordering: .relaxed))
+        m.family("chainwatch_first_contact_stalls_total", .counter,
+                 "First contacts whose probe went unanswered while the tunnel's server answered (a server, or an interceptor, that serves one connection at a time): the tunnel gave its connection up and sent its hello again. Many of them for an upstream known to serve connections at once is worth a look.")
+        m.sample("chainwatch_first_contact_stalls_total", [:], inspector.pairStalls.load(ordering: .relaxed))
+
         let spot = inspector.spotChecker.totals
         m.family("chainwatch_spot_checks_total", .counter,
                  "Spot checks (probes of upstreams in use at random times, --spot-check-rate), by result: clean (the cached chain again, or another that passes), finding (a line with evidence spot_check), failed (the probe got no chain).")

@@ -18,8 +18,9 @@ up, the probe is answered, and the tunnel connects again with its client's hello
 import threading
 import time
 
-from helpers import OpenSSLServer, read_alert_lines
+from helpers import OpenSSLServer, free_port, read_alert_lines
 from interceptor import Interceptor
+from test_admin import metrics, value
 from test_genuine_servers import STATUS_PAGE
 from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
 
@@ -99,15 +100,23 @@ def test_a_one_connection_server_is_served_at_every_first_contact(start_proxy, t
     none waits for the probe timeout (the pair stall fallback costs half a second at most, when the server took the
     tunnel's connection first)."""
     server = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3"))
-    took = []
+    took, stalls = [], []
     for n in range(10):
+        admin = free_port()
         p = start_proxy("--policy", str(pinned_policy(tmp_path, pki, "block")), "--hosts", str(hosts_file(tmp_path)),
-                        "--probe-timeout", "5", "--spot-check-rate", "0")
+                        "--probe-timeout", "5", "--spot-check-rate", "0", "--admin", f"127.0.0.1:{admin}")
         t0 = time.monotonic()
         ran = curl(p, server.port, max_time=8)
         took.append(round(time.monotonic() - t0, 2))
         assert STATUS_PAGE in ran.stdout, (n, ran)
         assert read_alert_lines(p.alert_log, server.port) == [], n
+        counted = metrics(admin)
+        pairs = [value(counted, "chainwatch_first_contacts_total", order=o) for o in ("probe_first", "tunnel_first", "probe_alone")]
+        assert sum(pairs[:2]) == 1 and pairs[2] == 0, (n, pairs)
+        stalls.append(value(counted, "chainwatch_first_contact_stalls_total"))
         p.stop()
-    print(f"one-connection server, first contacts (s): {took}")
+    print(f"one-connection server, first contacts (s): {took}, stalls {stalls}")
     assert max(took) < 3, f"a first contact waited for the probe's timeout: {took}"
+    # A stall happens only after the pair stall deadline (500 ms here) has passed.
+    for seconds, stalled in zip(took, stalls):
+        assert stalled in (0, 1) and (seconds >= 0.45 or not stalled), (took, stalls)

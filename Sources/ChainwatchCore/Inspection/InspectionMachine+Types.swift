@@ -242,6 +242,9 @@ extension InspectionMachine {
         case cancel(Deadline)
         /// Give back the room this tunnel holds for large handshakes.
         case releaseRoom
+        /// A pair's probe stalled behind the tunnel's connection (`pairStall`): counted for the operator (a server, or an
+        /// interceptor, that answers one connection at a time).
+        case countPairStall
         /// Count the verdict and, when it has a finding, write its alert line.
         indirect case writeFinding(Verdict, evidence: Evidence?, rule: Rule, facts: ConnectionFacts)
         /// Mark the CONNECT host's upstream known-bad (`KnownBadRule` said so).
@@ -270,6 +273,7 @@ extension InspectionMachine {
             case .arm(let deadline, let ms): "arm(\(deadline), \(ms))"
             case .cancel(let deadline): "cancel(\(deadline))"
             case .releaseRoom: "releaseRoom"
+            case .countPairStall: "countPairStall"
             case .writeFinding(let verdict, _, _, _):
                 verdict.deciding.map { "writeFinding(\($0.action.rawValue) \($0.reason.rawValue))" } ?? "writeFinding(pass)"
             case .markKnownBad(let finding, _, _, _): "markKnownBad(\(finding.reason.rawValue))"

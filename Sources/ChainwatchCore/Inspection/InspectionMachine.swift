@@ -304,6 +304,7 @@ public struct InspectionMachine: Sendable {
     /// client's bytes replayed, as a probe-first tunnel does.
     private mutating func pairStalled(_ out: inout [Action]) {
         guard case .pairing(let offer) = phase, passedServerBytes == 0, !tunnelEnded else { return }
+        out.append(.countPairStall)
         out.append(.connection(.redial))
         watch.restartServer()
         sawServerBytes = false

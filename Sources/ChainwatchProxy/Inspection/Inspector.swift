@@ -1,3 +1,4 @@
+import Synchronization
 import ChainwatchCore
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
@@ -57,6 +58,11 @@ public final class Inspector: Sendable {
     /// mark was written once), so not in `verdicts`.
     private let refusalCounts = Lock<[Reason: Int]>([:])
     public var knownBadRefusals: [Reason: Int] { refusalCounts.withLock { Dictionary(uniqueKeysWithValues: $0.map { ($0.key, $0.value) }) } }
+
+    /// First contacts under a holding rule (`InspectionMachine`'s `pairing`): pairs by which connection started first,
+    /// probes sent alone first (a hello with 0-RTT data), and pairs whose probe stalled behind the tunnel's connection
+    /// (a server, or an interceptor, that answers one connection at a time).
+    let pairsProbeFirst = Atomic<Int>(0), pairsTunnelFirst = Atomic<Int>(0), probesAlone = Atomic<Int>(0), pairStalls = Atomic<Int>(0)
 
     /// Counts a `403` answered for `upstream`'s known-bad mark, on the mark and in `knownBadRefusals`.
     func refused(_ upstream: Authority, mark: KnownBadMark) {

@@ -71,10 +71,12 @@ final class TunnelInspection {
         case .connection(let event):
             tellConnection(event)
         case .probe(let offer, let fresh):
+            if case .probingFirst = machine.phase { inspector.probesAlone.add(1, ordering: .relaxed) }
             probe(offer, fresh: fresh)
         case .pair(let offer, let probeFirst):
             // The connection's machine acts on `.reconnect` at once (a connect now); the prober starts its handshake
             // on the loop's next turn. So the probe first: the reconnect waits its turn behind the probe's start.
+            if probeFirst { inspector.pairsProbeFirst.add(1, ordering: .relaxed) } else { inspector.pairsTunnelFirst.add(1, ordering: .relaxed) }
             if probeFirst {
                 probe(offer, fresh: false)
                 let reconnect = OnThisLoop { [weak self] in self?.tellConnection(.reconnect) }
@@ -103,6 +105,8 @@ final class TunnelInspection {
             timers[deadline]?.cancel()
         case .releaseRoom:
             resources.releaseRoom()
+        case .countPairStall:
+            inspector.pairStalls.add(1, ordering: .relaxed)
         case .writeFinding(let verdict, let evidence, let rule, var facts):
             if verdict.deciding != nil {   // fingerprints only for alert lines: two SHA-256 each
                 facts.clientJA4 = machine.watch.clientHello.map(inspector.ja4)

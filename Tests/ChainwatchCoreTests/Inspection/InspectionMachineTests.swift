@@ -173,7 +173,7 @@ final class TestResources: InspectionResources {
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
         let s2c = try TLSFixture.bytes("tls13-rsa.s2c.bin")
         #expect(Self.feed(&m, .upstream, Array(s2c.prefix(200)), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
-        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["redial", "cancel(verdict)"])
+        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "redial", "cancel(verdict)"])
         #expect(m.phase.name == "probingFirst" && m.watch.serverHello == nil && m.facts.protocolVersion == nil)
         #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
         #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["reconnect"])
@@ -261,7 +261,7 @@ final class TestResources: InspectionResources {
             _ = m.start()
             _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
             _ = Self.feed(&m, .upstream, Array(try TLSFixture.bytes("tls13-rsa.s2c.bin").prefix(100)), r)
-            #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["redial", "cancel(verdict)"])
+            #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "redial", "cancel(verdict)"])
             #expect(Self.strings(m.probeAnswered(.failure("connect refused"), r)) == expected, "\(rule.name)")
         }
     }
