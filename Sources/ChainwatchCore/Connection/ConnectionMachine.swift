@@ -69,7 +69,8 @@ public struct ConnectionMachine: Sendable {
     }
     public private(set) var redial: Redial?
     /// How many of the client's first bytes the executor keeps a copy of (`.copyForReplay`), from the reconnect after a
-    /// redial until the first server byte reaches the client or the verdict; nil: none kept. With it, a tunnel whose
+    /// redial until the first server byte reaches the client or the verdict; nil: none kept. The copy counts as held
+    /// bytes (`heldBytes`: the process's budget and the client's quarter of it). With it, a tunnel whose
     /// upstream was dropped again once its client's hello had gone up (a paired probe stalled behind it) sends those
     /// bytes to the new connection (`.replay`).
     public private(set) var replayCopy: Int?
@@ -419,6 +420,7 @@ public struct ConnectionMachine: Sendable {
             if side == .client, copied + count <= Self.replayLimit {
                 replayCopy = copied + count
                 out.append(.copyForReplay(count))
+                coverHeldBytes(&out, relaying: (side, count))   // the copy is held memory too, within the client's share
             } else {
                 dropReplayCopy(&out)   // the server's bytes reach the client, or too much to keep
             }
@@ -431,10 +433,11 @@ public struct ConnectionMachine: Sendable {
     }
 
     /// Bytes held for the verdict, both sides together: those past a side's allowance, or all a side has while the
-    /// upstream is redialed. `relaying` are bytes about to leave `side`, not held.
+    /// upstream is redialed, and the copy of the client's first bytes kept for a replay. `relaying` are bytes about to
+    /// leave `side`, not held.
     func heldBytes(relaying: (side: Side, count: Int)? = nil) -> Int {
         guard inspecting else { return 0 }
-        var held = 0
+        var held = replayCopy ?? 0
         for side in [Side.client, .upstream] {
             let buffered = sides[side].buffered - (relaying?.side == side ? relaying!.count : 0)
             if sides[side.other].pauses.contains(.notConnected) {

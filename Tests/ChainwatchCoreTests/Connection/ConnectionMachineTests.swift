@@ -383,6 +383,25 @@ import Testing
         #expect(m.replayCopy == nil)
     }
 
+    /// The replay copy is held memory: past the room already taken it asks the held-bytes budget for more (where the
+    /// process's limit and the client's quarter apply), and a copy past `replayLimit` is dropped.
+    @Test func theReplayCopyTakesHeldRoom() {
+        var (m, _) = Self.redialing()   // 300 client bytes held while redialing: one 16 KiB step of room
+        _ = m.handle(.reconnect)
+        _ = m.handle(.connected)
+        _ = m.handle(.readable(.client, buffered: 20_000))
+        let more = m.handle(.inspected(.client))
+        #expect(more.contains(.copyForReplay(20_000)) && more.contains(.takeHeldRoom(ConnectionMachine.heldRoomStep)),
+                "20 300 bytes kept: a second step of room")
+        #expect(m.handle(.noHeldRoom).last == .close(resetting: []), "no room for the copy: closed, as for any held bytes")
+        var (big, _) = Self.redialing()
+        _ = big.handle(.reconnect)
+        _ = big.handle(.connected)
+        _ = big.handle(.readable(.client, buffered: ConnectionMachine.replayLimit))
+        #expect(big.handle(.inspected(.client)).contains(.dropReplayCopy))
+        #expect(big.replayCopy == nil)
+    }
+
     @Test func redialReconnectsToTheAddressTheTunnelHad() {
         var m = ConnectionMachine(limits: ConnectionLimits())
         _ = m.handle(.started)
