@@ -177,18 +177,3 @@ extension SocketAddress {
         return ok ? SocketAddress(storage: storage, length: length) : nil
     }
 }
-
-extension SocketAddress {
-    /// Whether this is an IPv4 address in IPv6's mapped form (`::ffff:a.b.c.d`, as a dual-stack socket reports an
-    /// IPv4 peer).
-    private var isV4Mapped: Bool {
-        let bytes = addressBytes
-        return bytes.count == 16 && bytes[0..<10].allSatisfy { $0 == 0 } && bytes[10] == 0xFF && bytes[11] == 0xFF
-    }
-
-    /// `addressBytes`, an IPv4-mapped address as its 4 IPv4 bytes.
-    public var unmappedAddressBytes: [UInt8] { isV4Mapped ? Array(addressBytes[12...]) : addressBytes }
-
-    /// `ip`, an IPv4-mapped address as its dotted IPv4 text.
-    public var unmappedIP: String { isV4Mapped ? addressBytes[12...].map(String.init).joined(separator: ".") : ip }
-}

@@ -114,7 +114,7 @@ final class Worker: @unchecked Sendable {
             Glibc.close(fd)
             return
         }
-        if OutboundPorts.isOwn(peer.port), SocketAddress.localAddresses().contains(peer.unmappedAddressBytes) {
+        if OutboundPorts.isOwn(peer.port), SocketAddress.localAddresses().contains(DestinationPolicy.unmapped(peer.addressBytes)) {
             stats.acceptedConnections.add(1, ordering: .relaxed)
             logger.error("transparent: reset a connection to \(original) from \(peer), chainwatch's own: its traffic must be exempt from the redirect (deploy/README.md, Gateway)")
             var reset = linger(l_onoff: 1, l_linger: 0)
@@ -122,7 +122,10 @@ final class Worker: @unchecked Sendable {
             Glibc.close(fd)
             return
         }
-        accept(fd: fd, peer: peer, dialect: .transparent(Authority(host: original.unmappedIP, port: original.port)))
+        // A dual-stack listener reports an IPv4 destination in IPv6's mapped form: named as the IPv4 address it is.
+        let bytes = DestinationPolicy.unmapped(original.addressBytes)
+        let host = bytes.count == 4 ? bytes.map(String.init).joined(separator: ".") : original.ip
+        accept(fd: fd, peer: peer, dialect: .transparent(Authority(host: host, port: original.port)))
     }
 
     func connectionClosed(_ tunnel: ProxyConnection) {

@@ -115,7 +115,7 @@ public struct DestinationPolicy: Sendable {
     }
 
     /// IPv4-mapped IPv6 as its 4 IPv4 bytes; anything else as is.
-    static func unmapped(_ bytes: [UInt8]) -> [UInt8] {
+    public static func unmapped(_ bytes: [UInt8]) -> [UInt8] {
         if bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF { return Array(bytes[12...]) }
         return bytes
     }
