@@ -60,7 +60,8 @@ public struct ProxyConfiguration: Sendable {
     /// A wildcard listener answers on every interface: each one's address is the proxy too (read now: call once).
     public var destinationPolicy: DestinationPolicy {
         let wildcard = ([listen] + socks + transparent + (adminAddress.map { [$0] } ?? [])).contains { $0.addressBytes.allSatisfy { $0 == 0 } }
-        let own = (socks + transparent).map { ($0.addressBytes, $0.port) } + (adminAddress.map { [($0.addressBytes, $0.port)] } ?? [])
+        let own = socks.map { ($0.addressBytes, $0.port, "SOCKS") } + transparent.map { ($0.addressBytes, $0.port, "transparent") }
+            + (adminAddress.map { [($0.addressBytes, $0.port, "admin")] } ?? [])
         let operatorNames = hostsFile.flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }.map { HostsFile(text: $0).names } ?? []
         return DestinationPolicy(listenAddress: listen.addressBytes, listenPort: listen.port, deny: deniedDestinations,
                                  allow: allowedDestinations, localAddresses: wildcard ? SocketAddress.localAddresses() : [],

@@ -19,6 +19,15 @@ struct Selftest: ParsableCommand {
               alert: the forgery, alert rule; the page arrives with an alert line
               fail-closed: ServerHello, then a stall, block rule; no server byte
 
+            With --transparent (root, the nft command), the same cases once more through a --transparent listener of \
+            its proxy, as a gateway's clients reach it: an nftables table of its own (chainwatch_selftest_PID, hook \
+            output) redirects its client's connections (from 127.0.0.2, with no proxy setting) to its servers onto \
+            that listener; the proxy reads each one's original destination and the ClientHello's name. A known-bad \
+            host's connection gets no server byte (there is no CONNECT to answer 403), the lines and access lines must \
+            say `transparent`, and a connection straight to the listener (its original destination the proxy itself) \
+            must be reset by the loop guard. The table is deleted at the end. Run it in a network namespace of its own \
+            (ip netns exec) to leave the machine's ruleset alone altogether.
+
             With --against ADDR:PORT, it checks a running proxy, whose policy it does not know: a forgery (from a root \
             no policy can know) and a stalled TLS 1.3 handshake must each be blocked (no server byte reaches the client) \
             or reported (a verdict other than pass counted by the admin listener's /metrics, --admin). The proxy must \
@@ -42,6 +51,9 @@ struct Selftest: ParsableCommand {
     @Option(help: "Seconds a client waits for the proxy or a server before giving up.")
     var timeout = 10.0
 
+    @Flag(help: "Also check transparent mode: the same cases through a --transparent listener, reached by an nftables redirect rule of its own (needs root and the nft command; not with --against).")
+    var transparent = false
+
     @Flag(help: "Keep the temporary directory (certificates, policy, the proxy's logs) and print its path.")
     var keep = false
 
@@ -49,6 +61,9 @@ struct Selftest: ParsableCommand {
         if let against, SocketAddress(numeric: against) == nil { throw ValidationError("--against: \(against) is not ADDR:PORT") }
         if against != nil, admin != "off", SocketAddress(numeric: admin) == nil { throw ValidationError("--admin: \(admin) is not ADDR:PORT or off") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        if transparent, against != nil {
+            throw ValidationError("--transparent checks the selftest's own proxy, not one given with --against (a gateway's rule redirects other hosts' connections, which the selftest cannot make)")
+        }
     }
 
     func run() throws {
@@ -72,7 +87,7 @@ struct Selftest: ParsableCommand {
                 let adminAddress = admin == "off" ? nil : SocketAddress(numeric: admin)
                 passed = try run.checkRunningProxy(SocketAddress(numeric: against)!, admin: adminAddress)
             } else {
-                passed = try run.checkOwnProxy()
+                passed = try run.checkOwnProxy(transparent: transparent)
             }
         } catch let error as SelftestError {
             FileHandle.standardError.write(Data("chainwatch selftest: cannot run: \(error.description)\n".utf8))
@@ -93,6 +108,7 @@ struct SelftestRun {
     let stall: SelftestStallServer
     let timeout: Double
     private var proxy: Spawned?
+    private var redirect: SelftestRedirect?
 
     static let genuinePage = "chainwatch selftest: the genuine server\n"
     static let forgedPage = "chainwatch selftest: the forgery\n"
@@ -102,6 +118,8 @@ struct SelftestRun {
     static let names: [String] = ["tls12", "tls13"].flatMap { v in
         [name(v, "genuine", "block"), name(v, "forged", "block"), name(v, "forged", "alert"), name(v, "stall", "block"),
          name(v, "forged", "against"), name(v, "stall", "against")]
+            + [name(v, "genuine-transparent", "block"), name(v, "forged-transparent", "block"),
+               name(v, "forged-transparent", "alert"), name(v, "stall-transparent", "block")]
     }
 
     init(directory: URL, serverAddress: String, timeout: Double) throws {
@@ -118,14 +136,17 @@ struct SelftestRun {
         for server in [genuine, forged, stall] as [SelftestListener] { server.stop() }
         proxy?.stop(grace: 5)
         proxy = nil
+        redirect?.remove()
+        redirect = nil
     }
 
     // MARK: - Own proxy
 
-    mutating func checkOwnProxy() throws -> Bool {
+    mutating func checkOwnProxy(transparent: Bool) throws -> Bool {
         let policy = directory.appendingPathComponent("policy.yaml")
         let hosts = directory.appendingPathComponent("hosts")
         let alerts = directory.appendingPathComponent("alerts.jsonl")
+        let access = directory.appendingPathComponent("access.jsonl")
         let log = directory.appendingPathComponent("proxy.log")
         try """
             version: 1
@@ -145,46 +166,85 @@ struct SelftestRun {
             """.write(to: policy, atomically: false, encoding: .utf8)
         try Self.names.map { "\(genuine.address) \($0)\n" }.joined().write(to: hosts, atomically: false, encoding: .utf8)
         let port = try freePort()
+        var arguments = ["run", "--listen", "127.0.0.1:\(port)", "--policy", policy.path, "--hosts", hosts.path,
+                         "--alert-log", alerts.path, "--access-log", access.path, "--admin", "off", "--probe-timeout", "2", "--threads", "1"]
+        let transparentPort = transparent ? try freePort() : nil
+        if let transparentPort { arguments += ["--transparent", "127.0.0.1:\(transparentPort)"] }
         FileManager.default.createFile(atPath: log.path, contents: nil)
-        proxy = try Spawned("/proc/self/exe", ["run", "--listen", "127.0.0.1:\(port)", "--policy", policy.path, "--hosts", hosts.path,
-                                               "--alert-log", alerts.path, "--admin", "off", "--probe-timeout", "2", "--threads", "1"],
-                            outputPath: log.path)
+        proxy = try Spawned("/proc/self/exe", arguments, outputPath: log.path)
         try waitUntilListening(port: port, log: log)
         print("proxy: 127.0.0.1:\(port) (this binary, pid \(proxy?.pid ?? 0)); servers: genuine \(genuine.address):\(genuine.port), forged :\(forged.port), stalling :\(stall.port)")
+        let loopPort = try freePort()
+        if let transparentPort {
+            try waitUntilListening(port: transparentPort, log: log)
+            redirect = try SelftestRedirect(directory: directory, serverAddress: genuine.address, ports: [genuine.port, forged.port, stall.port],
+                                            loopPort: loopPort, listenerPort: transparentPort)
+            print("transparent: 127.0.0.1:\(transparentPort); nftables table \(redirect!.table) redirects \(SelftestRedirect.clientAddress) to the servers there")
+        }
 
         let client = SelftestClient(proxyHost: "127.0.0.1", proxyPort: port, timeout: timeout)
         var results: [(String, Bool, String)] = []
-        var expectedLines: [(name: String, action: String?)] = []
-        for (version, tls13) in [("tls12", false), ("tls13", true)] {
-            let label = tls13 ? "TLS 1.3" : "TLS 1.2"
-            let passName = Self.name(version, "genuine", "block")
-            let pass = client.fetch(target: "\(passName):\(genuine.port)", serverName: passName, tls13: tls13)
-            results.append(("\(label) pass", pageIs(pass, Self.genuinePage), pass.summary))
-            expectedLines.append((passName, nil))
+        var expectedLines: [(name: String, action: String?, transparent: Bool)] = []
+        for transparent in transparent ? [false, true] : [false] {
+            let suffix = transparent ? "-transparent" : ""
+            let via = transparent ? " (transparent)" : ""
+            /// One tunnel to `server` for `name`: CONNECT through the proxy, or straight to the server from the
+            /// redirected client address.
+            func fetch(_ name: String, _ server: SelftestListener, tls13: Bool) -> SelftestOutcome {
+                transparent
+                    ? client.fetchDirect(address: server.address, port: server.port, source: SelftestRedirect.clientAddress, serverName: name, tls13: tls13)
+                    : client.fetch(target: "\(name):\(server.port)", serverName: name, tls13: tls13)
+            }
+            for (version, tls13) in [("tls12", false), ("tls13", true)] {
+                let label = (tls13 ? "TLS 1.3" : "TLS 1.2") + via
+                let passName = Self.name(version, "genuine" + suffix, "block")
+                let pass = fetch(passName, genuine, tls13: tls13)
+                results.append(("\(label) pass", pageIs(pass, Self.genuinePage), pass.summary))
+                expectedLines.append((passName, nil, transparent))
 
-            let blockName = Self.name(version, "forged", "block")
-            let block = client.fetch(target: "\(blockName):\(forged.port)", serverName: blockName, tls13: tls13)
-            results.append(("\(label) block", isNoServerBytes(block), block.summary))
-            expectedLines.append((blockName, "block"))
-            let again = client.fetch(target: "\(blockName):\(forged.port)", serverName: blockName, tls13: tls13)
-            results.append(("\(label) known-bad", again == .refused(status: 403), again.summary))
+                let blockName = Self.name(version, "forged" + suffix, "block")
+                let block = fetch(blockName, forged, tls13: tls13)
+                results.append(("\(label) block", isNoServerBytes(block), block.summary))
+                expectedLines.append((blockName, "block", transparent))
+                // Known bad: a 403 to its CONNECT; a redirected connection has no CONNECT, and gets no server byte.
+                let again = fetch(blockName, forged, tls13: tls13)
+                results.append(("\(label) known-bad", transparent ? isNoServerBytes(again) : again == .refused(status: 403), again.summary))
 
-            let alertName = Self.name(version, "forged", "alert")
-            let alert = client.fetch(target: "\(alertName):\(forged.port)", serverName: alertName, tls13: tls13)
-            results.append(("\(label) alert", pageIs(alert, Self.forgedPage), alert.summary))
-            expectedLines.append((alertName, "alert"))
+                let alertName = Self.name(version, "forged" + suffix, "alert")
+                let alert = fetch(alertName, forged, tls13: tls13)
+                results.append(("\(label) alert", pageIs(alert, Self.forgedPage), alert.summary))
+                expectedLines.append((alertName, "alert", transparent))
 
-            let stallName = Self.name(version, "stall", "block")
-            let stalled = client.fetch(target: "\(stallName):\(stall.port)", serverName: stallName, tls13: tls13)
-            results.append(("\(label) fail-closed", isNoServerBytes(stalled), stalled.summary))
-            expectedLines.append((stallName, "block"))
+                let stallName = Self.name(version, "stall" + suffix, "block")
+                let stalled = fetch(stallName, stall, tls13: tls13)
+                results.append(("\(label) fail-closed", isNoServerBytes(stalled), stalled.summary))
+                expectedLines.append((stallName, "block", transparent))
+            }
+        }
+        if let transparentPort {
+            let name = Self.name("tls13", "genuine-transparent", "block")
+            // Straight to the listener: its original destination is the proxy itself, which is never a destination.
+            let own = client.fetchDirect(address: "127.0.0.1", port: transparentPort, source: SelftestRedirect.clientAddress, serverName: name, tls13: true)
+            let refused = waitFor(log, containing: "the proxy's transparent listener: not a destination")
+            results.append(("transparent: the listener itself refused", isNoServerBytes(own) && refused,
+                            "\(own.summary); \(refused ? "the proxy refused itself as the destination" : "no refusal in its log")"))
+            // A port the rule redirects for every source, the proxy's own connection included (a gateway without the
+            // exemption): the tunnel's upstream connection comes back to the listener, and the loop guard resets it.
+            let loop = client.fetchDirect(address: genuine.address, port: loopPort, source: SelftestRedirect.clientAddress, serverName: name, tls13: true)
+            let reset = waitFor(log, containing: "chainwatch's own")
+            results.append(("transparent loop guard", isNoServerBytes(loop) && reset,
+                            "\(loop.summary); \(reset ? "the proxy reset its own connection redirected back" : "no reset of its own connection in its log")"))
         }
         // The lines: each expected one within 3 s (the writer is asynchronous), and none for a genuine chain.
         var lines: [[String: Any]] = []
+        var accessLines: [[String: Any]] = []
         let deadline = Date().addingTimeInterval(3)
         repeat {
             lines = readLines(alerts)
-            let missing = expectedLines.contains { expected in expected.action != nil && line(for: expected.name, in: lines) == nil }
+            accessLines = readLines(access)
+            let missing = expectedLines.contains { expected in
+                (expected.action != nil && line(for: expected.name, in: lines) == nil) || (expected.transparent && line(for: expected.name, in: accessLines) == nil)
+            }
             if !missing { break }
             usleep(100_000)
         } while Date() < deadline
@@ -194,9 +254,24 @@ struct SelftestRun {
             let action = event?["action"] as? String, reason = event?["reason"] as? String
             let label = "line for \(expected.name.split(separator: ".").prefix(3).joined(separator: "."))"
             if let wanted = expected.action {
-                results.append((label, action == wanted, found == nil ? "no line" : "\(action ?? "?") \(reason ?? "?")"))
+                let via = ((found?["chainwatch"] as? [String: Any])?["client"] as? [String: Any])?["via"] as? String
+                let viaRight = !expected.transparent || via == "transparent"
+                results.append((label, action == wanted && viaRight,
+                                found == nil ? "no line" : "\(action ?? "?") \(reason ?? "?")\(expected.transparent ? ", via \(via ?? "nothing")" : "")"))
             } else {
                 results.append((label, found == nil, found == nil ? "none, as for a genuine chain" : "a false alarm: \(action ?? "?") \(reason ?? "?")"))
+            }
+            if expected.transparent {
+                // The access line: the tunnel went through the proxy (a redirect that missed would reach the server
+                // straight, and a genuine page would prove nothing), with the original destination and the method.
+                let entry = line(for: expected.name, in: accessLines)
+                let method = ((entry?["http"] as? [String: Any])?["request"] as? [String: Any])?["method"] as? String
+                let destination = entry?["destination"] as? [String: Any]
+                let port = destination?["port"] as? Int, ip = destination?["ip"] as? String
+                let server: SelftestListener = expected.name.contains(".genuine") ? genuine : expected.name.contains(".stall") ? stall : forged
+                results.append(("access line for \(expected.name.split(separator: ".").prefix(3).joined(separator: "."))",
+                                method == "TRANSPARENT" && ip == server.address && port == Int(server.port),
+                                entry == nil ? "no access line: the connection did not reach the proxy" : "\(method ?? "?") to \(ip ?? "?"):\(port.map(String.init) ?? "?")"))
             }
         }
         return report(results, log: log)
@@ -287,6 +362,16 @@ struct SelftestRun {
 
     private func line(for name: String, in lines: [[String: Any]]) -> [String: Any]? {
         lines.first { (($0["tls"] as? [String: Any])?["client"] as? [String: Any])?["server_name"] as? String == name }
+    }
+
+    /// Whether `file` contains `text` within 3 s.
+    private func waitFor(_ file: URL, containing text: String) -> Bool {
+        let deadline = Date().addingTimeInterval(3)
+        repeat {
+            if let content = try? String(contentsOf: file, encoding: .utf8), content.contains(text) { return true }
+            usleep(100_000)
+        } while Date() < deadline
+        return false
     }
 
     private func freePort() throws -> UInt16 {

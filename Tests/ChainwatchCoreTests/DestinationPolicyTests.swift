@@ -28,12 +28,13 @@ private func bytes(_ text: String) -> [UInt8] { IPAddressText.parse(text)! }
     /// the proxy (CONNECT to the admin port, by its address or by a name for it).
     @Test func theAdminListenerIsNeverADestination() {
         let withAdmin = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128,
-                                          otherOwn: [(bytes("127.0.0.1"), 9128)], operatorNames: ["admin.test"])
+                                          otherOwn: [(bytes("127.0.0.1"), 9128, "admin"), (bytes("127.0.0.1"), 1080, "SOCKS")], operatorNames: ["admin.test"])
         #expect(withAdmin.refusal(address: bytes("127.0.0.1"), port: 9128) == "the proxy's admin listener")
         #expect(withAdmin.refusal(address: bytes("::ffff:127.0.0.1"), port: 9128) == "the proxy's admin listener")
         #expect(withAdmin.refusal(address: bytes("127.0.0.1"), port: 9128, name: "admin.test") == "the proxy's admin listener")
+        #expect(withAdmin.refusal(address: bytes("127.0.0.1"), port: 1080) == "the proxy's SOCKS listener")
         #expect(withAdmin.refusal(address: bytes("127.0.0.1"), port: 9129) == nil)
-        let wildcardAdmin = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128, otherOwn: [(bytes("0.0.0.0"), 9128)])
+        let wildcardAdmin = DestinationPolicy(listenAddress: bytes("127.0.0.1"), listenPort: 3128, otherOwn: [(bytes("0.0.0.0"), 9128, "admin")])
         #expect(wildcardAdmin.refusal(address: bytes("127.0.0.9"), port: 9128) == "the proxy's admin listener")
     }
 

@@ -42,8 +42,8 @@ public struct DestinationPolicy: Sendable {
     public var ownPort: UInt16
     /// For a wildcard listener: the host's interface addresses, each of them the proxy too.
     public var localAddresses: [[UInt8]]
-    /// Other listeners of the proxy's own (the admin listener): address bytes and port.
-    public var otherOwn: [(address: [UInt8], port: UInt16)]
+    /// Other listeners of the proxy's own: address bytes, port, and what it is (`admin`, `SOCKS`, `transparent`).
+    public var otherOwn: [(address: [UInt8], port: UInt16, what: String)]
     /// Names the operator mapped (`--hosts`), lowercased without a trailing dot: they may resolve to loopback.
     public var operatorNames: Set<String>
 
@@ -51,10 +51,10 @@ public struct DestinationPolicy: Sendable {
     ///   - listen: the proxy's own address and port; a loopback one leaves loopback destinations allowed.
     ///   - deny: networks refused beyond the defaults; `allow`: networks exempted from them (not from the proxy itself).
     ///   - localAddresses: the host's addresses, where a wildcard listener also answers.
-    ///   - otherOwn: the proxy's other listeners (the admin listener), never a destination either.
+    ///   - otherOwn: the proxy's other listeners (admin, SOCKS, transparent), never a destination either.
     ///   - operatorNames: the names of the operator's `--hosts` file.
     public init(listenAddress: [UInt8], listenPort: UInt16, deny: [CIDR] = [], allow: [CIDR] = [],
-                localAddresses: [[UInt8]] = [], otherOwn: [(address: [UInt8], port: UInt16)] = [],
+                localAddresses: [[UInt8]] = [], otherOwn: [(address: [UInt8], port: UInt16, what: String)] = [],
                 operatorNames: Set<String> = []) {
         self.otherOwn = otherOwn
         self.operatorNames = Set(operatorNames.map(Self.nameKey))
@@ -71,8 +71,8 @@ public struct DestinationPolicy: Sendable {
     /// - Parameter name: the host name `address` was resolved from; nil for a literal.
     public func refusal(address: [UInt8], port: UInt16, name: String? = nil) -> String? {
         if port == ownPort, isOwn(address) { return "the proxy itself" }
-        if otherOwn.contains(where: { $0.port == port && (Self.unmapped($0.address) == Self.unmapped(address) || isOwnWildcard($0.address, address)) }) {
-            return "the proxy's admin listener"
+        if let listener = otherOwn.first(where: { $0.port == port && (Self.unmapped($0.address) == Self.unmapped(address) || isOwnWildcard($0.address, address)) }) {
+            return "the proxy's \(listener.what) listener"
         }
         let isAllowed = allowed.contains(where: { $0.contains(address) })
         if let name, !isAllowed, Self.loopback.contains(where: { $0.network.contains(address) }), !mayResolveToLoopback(name) {

@@ -43,6 +43,31 @@ struct SelftestClient {
         }
     }
 
+    /// As a client with no proxy setting behind a gateway: a connection from `source` straight to `address:port`
+    /// (which the gateway's rule redirects to the proxy's transparent listener), then the same handshake. A
+    /// connection that cannot be made at all is `.proxyError`; one reset before a server byte is `.noServerBytes`.
+    func fetchDirect(address: String, port: UInt16, source: String, serverName: String, tls13: Bool) -> SelftestOutcome {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return .proxyError("socket: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        setTimeouts(fd, seconds: timeout)
+        var local = sockaddr_in(), remote = sockaddr_in()
+        local.sin_family = sa_family_t(AF_INET)
+        remote.sin_family = sa_family_t(AF_INET)
+        remote.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, source, &local.sin_addr) == 1, inet_pton(AF_INET, address, &remote.sin_addr) == 1 else {
+            return .proxyError("\(source) or \(address) is not an IPv4 address")
+        }
+        let size = socklen_t(MemoryLayout<sockaddr_in>.size)
+        guard withUnsafePointer(to: &local, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, size) } }) == 0 else {
+            return .proxyError("cannot bind to \(source): \(String(cString: strerror(errno)))")
+        }
+        guard withUnsafePointer(to: &remote, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, size) } }) == 0 else {
+            return .proxyError("cannot connect to \(address):\(port) from \(source): \(String(cString: strerror(errno)))")
+        }
+        return handshake(fd, serverName: serverName, tls13: tls13)
+    }
+
     /// Whether the proxy opens a tunnel to `target` at all: nil when it answers 200 (the tunnel is closed before a
     /// byte of TLS), else what it did. A proxy that refuses the destination itself never judges a chain there.
     func refusal(target: String) -> SelftestOutcome? {
