@@ -36,8 +36,8 @@ struct CommonOptions: ParsableArguments {
     var proxyName: String?
     @Option(help: "With --start-proxy: comma-separated policies to run with, each a separate proxy start: block, alert, or flagged (alert, and every tunnel's chain fails: an alert line per connection).")
     var policy: String?
-    @Option(help: ArgumentHelp("How sessions reach the proxy, comma-separated, each measured in turn against the same proxy start: connect (HTTP CONNECT) and socks (SOCKS 5; --start-proxy adds --socks on a free port unless its arguments say {socks}). With --proxy: one of them, the address given being that listener.",
-                               valueName: "connect,socks"))
+    @Option(help: ArgumentHelp("How sessions reach the proxy, comma-separated, each measured in turn against the same proxy start: connect (HTTP CONNECT), socks (SOCKS 5; --start-proxy adds --socks on a free port unless its arguments say {socks}) and transparent (no proxy setting: sessions connect to the upstream from 127.0.0.3 and an nftables table of the bench's own redirects them to a --transparent listener it adds unless its arguments say {transparent}; root and the nft command, --start-proxy only). With --proxy: connect or socks, the address given being that listener.",
+                               valueName: "connect,socks,transparent"))
     var via = "connect"
     @Flag(help: "Run the same load without the proxy too (first), as the baseline; alone: only the baseline.")
     var direct = false
@@ -156,10 +156,17 @@ extension CommonOptions {
             throw BenchError("--fresh-certificates needs the builtin upstream (not --upstream or --start-upstream nginx)")
         }
         let via = self.via.split(separator: ",").map(String.init)
-        guard !via.isEmpty, via.allSatisfy({ $0 == "connect" || $0 == "socks" }) else {
-            throw BenchError("--via: expected connect, socks or both (comma-separated), got '\(self.via)'")
+        guard !via.isEmpty, via.allSatisfy({ ["connect", "socks", "transparent"].contains($0) }) else {
+            throw BenchError("--via: expected connect, socks or transparent (comma-separated), got '\(self.via)'")
         }
-        if case .running = source, via.count > 1 { throw BenchError("--via with --proxy: one of connect or socks (the address given is that listener)") }
+        if case .running = source, via.count > 1 || via == ["transparent"] {
+            throw BenchError("--via with --proxy: one of connect or socks (the address given is that listener); transparent needs --start-proxy")
+        }
+        if via.contains("transparent") {
+            guard geteuid() == 0 else { throw BenchError("--via transparent adds an nftables rule, which needs root (CAP_NET_ADMIN): run it as root, or in a network namespace of its own (ip netns exec)") }
+            guard which("nft") != nil else { throw BenchError("--via transparent needs the nft command (apt-get install nftables)") }
+            if upstream != nil || rawUpstream != nil { throw BenchError("--via transparent needs the bench's own upstreams (on 127.0.0.1), not --upstream or --raw-upstream") }
+        }
         var plan = Plan(scenario: scenario, proxy: source, proxyName: name, direct: direct, tlsVersions: versions, policies: policies,
                     externalTLSUpstream: try upstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     externalRawUpstream: try rawUpstream.map { s throws(BenchError) in try Endpoint(parsing: s) },

@@ -80,7 +80,12 @@ final class Session {
     }
 
     func start() {
-        guard let bev = bufferevent_socket_new(worker.base, -1, EV.closeOnFree) else {
+        var fd: Int32 = -1
+        if let source = settings.sourceAddress {   // bound first: bufferevent_socket_connect then connects this socket
+            do throws(BenchError) { fd = try boundSocket(source) } catch { return fail(error.description) }
+        }
+        guard let bev = bufferevent_socket_new(worker.base, fd, EV.closeOnFree) else {
+            if fd >= 0 { close(fd) }
             return fail("bufferevent_socket_new failed")
         }
         install(bev)

@@ -14,6 +14,9 @@ struct ClientSettings: @unchecked Sendable {
     var viaProxy: Bool
     /// The proxy is a SOCKS 5 listener: sessions greet it and send a SOCKS CONNECT instead (`--via socks`).
     var socks = false
+    /// Sessions connect to their upstream from this local address (`--via transparent`: the bench's nftables rule
+    /// redirects that address's connections to the proxy's transparent listener); nil: the kernel picks.
+    var sourceAddress: String?
     /// The HTTPS upstream (handshake sessions) and the raw upstream (bulk and idle sessions).
     var tlsUpstream: Endpoint
     var rawUpstream: Endpoint

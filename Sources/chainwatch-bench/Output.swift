@@ -55,6 +55,10 @@ func renderTable(_ report: Report) -> String {
         let sessions = run.kinds.reduce(0) { $0 + $1.completed }
         out += "alert lines \(run.label): \(lines) for \(sessions) sessions completed\n"
     }
+    for run in report.runs {
+        guard let redirected = run.redirected else { continue }
+        out += "redirected \(run.label): \(redirected) connections for \(run.kinds.reduce(0) { $0 + $1.started }) sessions started\n"
+    }
     out += report.ok ? "result: ok\n" : "result: FAILED (\(report.problems.count) problem(s))\n"
     return out
 }

@@ -41,9 +41,10 @@ final class Child {
     }
 }
 
-/// Runs a short command to completion (openssl, rsvg-convert), at most `seconds`; fails with its output when it
-/// fails, cannot start, or is still running then (and is killed). `executable` is searched on PATH.
-func runTool(_ executable: String, _ arguments: [String], seconds: Double = 60) throws(BenchError) {
+/// Runs a short command to completion (openssl, rsvg-convert, nft), at most `seconds`; its output, or a failure with
+/// its output when it fails, cannot start, or is still running then (and is killed). `executable` is searched on PATH.
+@discardableResult
+func runTool(_ executable: String, _ arguments: [String], seconds: Double = 60) throws(BenchError) -> String {
     let directory = try TempDirectory()   // private: a fixed name in /tmp could be another user's link
     defer { directory.remove() }
     let outputPath = directory.file("tool.log")
@@ -57,6 +58,7 @@ func runTool(_ executable: String, _ arguments: [String], seconds: Double = 60) 
     guard process.exitCode == 0 else {
         throw BenchError("\(executable) \(arguments.joined(separator: " ")) failed with status \(process.exitCode ?? -1): \(output())")
     }
+    return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
 }
 
 /// Finds an executable on PATH (or takes a path as is).

@@ -92,6 +92,9 @@ struct RunResult: Codable, Sendable {
     /// Lines the started chainwatch wrote to its alert log during this run (nil when the bench did not start it with
     /// its own `--alert-log`): one per completed session under `flagged`, none under `alert` or `block`.
     var alertLines: Int? = nil
+    /// `--via transparent`: connections the bench's redirect rule sent to the transparent listener during this run
+    /// (its nftables counter); every session's connection must be one, or some went to the upstream straight.
+    var redirected: Int? = nil
     var ok: Bool
 }
 

@@ -21,7 +21,8 @@ struct Plan {
     var direct: Bool
     var tlsVersions: [TLSVersion]
     var policies: [String?]
-    /// How clients reach the proxy, each measured in turn: `connect` (HTTP CONNECT) and/or `socks` (SOCKS 5).
+    /// How clients reach the proxy, each measured in turn: `connect` (HTTP CONNECT), `socks` (SOCKS 5),
+    /// `transparent` (no proxy setting; a redirect rule of the bench's own sends them to a `--transparent` listener).
     var via: [String] = ["connect"]
     var externalTLSUpstream: Endpoint?
     var externalRawUpstream: Endpoint?
@@ -58,6 +59,7 @@ final class Runner {
     private var nginx: Child?
     private var proxy: Child?
     private var serverTLS: TLSContext?
+    private var redirect: BenchRedirect?
 
     init(plan: Plan) { self.plan = plan }
 
@@ -109,25 +111,35 @@ final class Runner {
             }
         case .start(let executable, let template):
             for policy in plan.policies {
-                let (child, endpoint, socksEndpoint) = try startProxy(executable: executable, template: template, policy: policy,
-                                                                      chain: chain, temp: temp)
+                let (child, endpoint, socksEndpoint, transparentEndpoint) = try startProxy(executable: executable, template: template,
+                                                                                           policy: policy, chain: chain, temp: temp)
                 proxy = child
                 // The alert log the bench gave it: its lines are counted per run, and checked (alert storm).
                 let alertLog = template.contains("{dir}/alerts.jsonl") ? temp.file("alerts.jsonl") : nil
+                // Made before the first run, so every run of this start has the same kernel path: the table turns
+                // connection tracking on, which then costs every connection something, redirected or not.
+                if let transparentEndpoint {
+                    redirect = try BenchRedirect(temp: temp, upstreams: [tlsUpstream, rawUpstream], to: transparentEndpoint)
+                    log("redirect: nftables table \(redirect!.table) sends \(BenchRedirect.sourceAddress)'s connections to \(tlsUpstream) and \(rawUpstream) to \(transparentEndpoint)")
+                }
                 for version in versions {
                     for via in plan.via {
-                        let socks = via == "socks"
+                        let socks = via == "socks", transparent = via == "transparent"
                         let before = alertLog.map { AlertLog.lines(in: $0) }
-                        var run = try measure(target: socks ? "\(plan.proxyName) socks5" : plan.proxyName,
-                                              firstHop: socks ? socksEndpoint! : endpoint, pid: child.pid, policy: policy,
+                        let redirectedBefore = transparent ? try redirect?.redirected() : nil
+                        var run = try measure(target: socks ? "\(plan.proxyName) socks5" : transparent ? "\(plan.proxyName) transparent" : plan.proxyName,
+                                              firstHop: socks ? socksEndpoint! : transparent ? nil : endpoint, pid: child.pid, policy: policy,
                                               version: version, tlsUpstream: tlsUpstream, rawUpstream: rawUpstream, chain: chain,
-                                              socks: socks)
+                                              socks: socks, source: transparent ? BenchRedirect.sourceAddress : nil)
                         if let alertLog, let before { run.alertLines = AlertLog.settledLines(in: alertLog) - before }
+                        if let redirectedBefore, let after = try redirect?.redirected() { run.redirected = after - redirectedBefore }
                         runs.append(run)
                     }
                 }
                 child.stop()
                 proxy = nil
+                redirect?.remove()
+                redirect = nil
             }
         }
         var problems: [String] = []
@@ -139,6 +151,9 @@ final class Runner {
                 for (message, n) in kind.failures.sorted(by: { $0.key < $1.key }) {
                     problems.append("\(run.label): \(n)× \(message)")
                 }
+            }
+            if let redirected = run.redirected, case let started = run.kinds.reduce(0, { $0 + $1.started }), redirected < started {
+                problems.append("\(run.label): only \(redirected) of \(started) sessions' connections went through the redirect to the transparent listener")
             }
             if let held = run.idleTunnelsHeld, held < run.concurrency {
                 problems.append("\(run.label): only \(held) of \(run.concurrency) idle tunnels were open at once")
@@ -153,6 +168,8 @@ final class Runner {
     }
 
     private func tearDown() {
+        redirect?.remove()
+        redirect = nil
         proxy?.stop()
         nginx?.stop()
         upstream?.stop()
@@ -188,13 +205,16 @@ final class Runner {
     }
 
     private func startProxy(executable: String, template: String, policy: String?, chain: GeneratedChain,
-                            temp: TempDirectory) throws(BenchError) -> (Child, Endpoint, Endpoint?) {
+                            temp: TempDirectory) throws(BenchError) -> (Child, Endpoint, Endpoint?, Endpoint?) {
         let port = try freeLoopbackPort()
         let endpoint = Endpoint(host: "127.0.0.1", port: port)
         // With --via socks, a SOCKS listener too: where the template says {socks}, else added to its arguments.
         let socks = plan.via.contains("socks") ? Endpoint(host: "127.0.0.1", port: try freeLoopbackPort()) : nil
+        // With --via transparent, a --transparent listener: where the template says {transparent}, else added.
+        let transparent = plan.via.contains("transparent") ? Endpoint(host: "127.0.0.1", port: try freeLoopbackPort()) : nil
         var template = template
         if let socks, !template.contains("{socks}") { template += " --socks \(socks)" }
+        if let transparent, !template.contains("{transparent}") { template += " --transparent \(transparent)" }
         var policyPath = ""
         if let policy { policyPath = try writePolicy(policy, chain: chain, temp: temp) }
         let arguments = template.split(separator: " ").map {
@@ -203,20 +223,23 @@ final class Runner {
                 .replacingOccurrences(of: "{policy}", with: policyPath)
                 .replacingOccurrences(of: "{dir}", with: temp.path)
                 .replacingOccurrences(of: "{socks}", with: socks?.description ?? "")
+                .replacingOccurrences(of: "{transparent}", with: transparent?.description ?? "")
         }
         let child = try Child(name: plan.proxyName, executable: executable, arguments: arguments,
                               logPath: temp.file("proxy-\(policy ?? "default").log"))
         do { try child.waitUntilListening(endpoint, seconds: plan.startTimeout) } catch { child.stop(); throw error }
         log("started \(plan.proxyName) pid \(child.pid) on \(endpoint)\(policy.map { " with policy \($0)" } ?? "")")
-        return (child, endpoint, socks)
+        return (child, endpoint, socks, transparent)
     }
 
     /// One run: the scenario's sessions against one target, bounded by count or duration.
     private func measure(target: String, firstHop: Endpoint?, pid: Int32?, policy: String?, version: TLSVersion?,
-                         tlsUpstream: Endpoint, rawUpstream: Endpoint, chain: GeneratedChain, socks: Bool = false) throws(BenchError) -> RunResult {
+                         tlsUpstream: Endpoint, rawUpstream: Endpoint, chain: GeneratedChain, socks: Bool = false,
+                         source: String? = nil) throws(BenchError) -> RunResult {
         var settings = ClientSettings(firstHop: firstHop ?? tlsUpstream, viaProxy: firstHop != nil,
                                       tlsUpstream: tlsUpstream, rawUpstream: rawUpstream)
         settings.socks = socks
+        settings.sourceAddress = source
         if let version {
             settings.tls = try TLSContext.client(version: version, caFile: plan.externalTLSUpstream == nil ? chain.rootFile : nil,
                                                  resumption: plan.resume)

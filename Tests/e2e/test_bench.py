@@ -279,6 +279,50 @@ def test_through_chainwatch_by_connect_and_by_socks(tmp_path, chainwatch_bin, sc
     assert_counts_add_up(report)
 
 
+@pytest.mark.parametrize("scenario,extra", [
+    ("handshake", ["--count", "40", "-c", "4", "--tls", "1.2,1.3"]),
+    ("bulk", ["--count", "2", "--size", "8M"]),
+], ids=["handshake", "bulk"])
+def test_through_chainwatch_by_connect_and_transparently(tmp_path, chainwatch_bin, scenario, extra):
+    """--via connect,transparent, in a network namespace the test made: the same proxy start measured through its
+    HTTP listener and then with no proxy setting, the bench's own nftables rule redirecting its sessions (from
+    127.0.0.3) to a --transparent listener. Its counter must show every session's connection redirected (else some
+    reached the upstream straight, and the run would measure nothing of chainwatch); the table is gone afterwards."""
+    if os.geteuid() != 0 or not shutil.which("nft"):
+        pytest.skip("--via transparent needs root and nftables (make test-deps installs nftables)")
+    ns = f"cwbench{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", ns], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"this machine cannot make network namespaces: {made.stderr.decode(errors='replace').strip()}")
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True, timeout=10)
+        report_path = tmp_path / "report.json"
+        proc = subprocess.run(["ip", "netns", "exec", ns, BENCH, scenario, "--start-proxy", chainwatch_bin, "--policy", "alert",
+                               "--via", "connect,transparent", *extra, "--json", str(report_path), "--quiet"],
+                              capture_output=True, text=True, timeout=RUN_LIMIT)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        report = json.loads(report_path.read_text())
+        targets = sorted({run["target"] for run in report["runs"]})
+        assert targets == ["chainwatch", "chainwatch transparent"], report["runs"]
+        for run in report["runs"]:
+            (kind,) = run["kinds"]
+            assert kind["failed"] == 0 and kind["completed"] == kind["started"] > 0, run
+            if run["target"] == "chainwatch transparent":
+                assert run["redirected"] == kind["started"], run
+            else:
+                assert run.get("redirected") is None, run
+        assert_counts_add_up(report)
+        ruleset = subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "ruleset"], capture_output=True, text=True, timeout=10)
+        assert "chainwatch_bench" not in ruleset.stdout, ruleset.stdout
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_via_transparent_is_refused_against_a_running_proxy(tmp_path):
+    code, _, output, _ = bench("handshake", "--proxy", "127.0.0.1:9", "--via", "transparent", "--count", "1", tmp_path=tmp_path)
+    assert code == 2 and "transparent needs --start-proxy" in output, output
+
+
 def test_corruption_is_detected_through_chainwatch(tmp_path, chainwatch_bin):
     code, report, output, _ = bench("bulk", "--start-proxy", chainwatch_bin, "--count", "1", "--size", "1M",
                                     "--fault-inject", "corrupt", tmp_path=tmp_path)
