@@ -27,7 +27,7 @@ struct CommonOptions: ParsableArguments {
     var proxyPid: Int32?
     @Option(help: "Start this proxy executable on a free 127.0.0.1 port, measure it, stop it by its PID.")
     var startProxy: String?
-    @Option(help: ArgumentHelp("Arguments for --start-proxy, space-separated; {port}, {listen}, {policy}, {dir} are replaced.",
+    @Option(help: ArgumentHelp("Arguments for --start-proxy, space-separated; {port}, {listen}, {policy}, {dir}, {socks}, {transparent} are replaced.",
                                valueName: "args"))
     var proxyArgs: String?
     @Option(help: "Seconds --start-proxy waits for the proxy to listen (more for one run under valgrind or another profiler).")

@@ -77,7 +77,6 @@ func write(_ bev: OpaquePointer, _ text: String) {
     text.withUTF8 { bytes in _ = bufferevent_write(bev, bytes.baseAddress, bytes.count) }
 }
 
-/// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
 /// A non-blocking TCP socket bound to `address` (IPv4), port chosen by the kernel at connect.
 func boundSocket(_ address: String) throws(BenchError) -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -89,14 +88,19 @@ func boundSocket(_ address: String) throws(BenchError) -> Int32 {
     var one: Int32 = 1
     setsockopt(fd, Int32(IPPROTO_IP), 24 /* IP_BIND_ADDRESS_NO_PORT, linux/in.h */, &one, socklen_t(MemoryLayout<Int32>.size))
     let bound = withUnsafePointer(to: &sin) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-    guard bound == 0, evutil_make_socket_nonblocking(fd) == 0 else {
+    guard bound == 0 else {
         let message = String(cString: strerror(errno))
         close(fd)
         throw BenchError("bind to \(address): \(message)")
     }
+    guard evutil_make_socket_nonblocking(fd) == 0 else {
+        close(fd)
+        throw BenchError("cannot make a socket non-blocking")
+    }
     return fd
 }
 
+/// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
 func freeLoopbackPort() throws(BenchError) -> UInt16 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw BenchError("socket: \(String(cString: strerror(errno)))") }

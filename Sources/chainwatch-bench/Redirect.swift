@@ -1,3 +1,4 @@
+import ChainwatchProcess
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -10,11 +11,21 @@ import Glibc
 struct BenchRedirect {
     static let sourceAddress = "127.0.0.3"
     let table: String
+    /// Deletes the table, and stops the proxy, if the bench is interrupted before `remove`.
+    private let onSignal: SignalCleanup
 
-    init(temp: TempDirectory, upstreams: [Endpoint], to listener: Endpoint) throws(BenchError) {
-        table = "chainwatch_bench_\(getpid())"
+    init(temp: TempDirectory, upstreams: [Endpoint], to listener: Endpoint, proxyPID: Int32) throws(BenchError) {
+        let table = "chainwatch_bench_\(getpid())"
+        self.table = table
+        onSignal = SignalCleanup {
+            kill(proxyPID, SIGTERM)
+            var nft = try? Spawned("nft", ["delete", "table", "ip", table], outputPath: "/dev/null")
+            _ = nft?.wait(seconds: 10)
+        }
         let rules = upstreams.map { "    ip saddr \(Self.sourceAddress) ip daddr \($0.host) tcp dport \($0.port) counter redirect to :\(listener.port)" }
-        let text = "table ip \(table) {\n  chain output {\n    type nat hook output priority -100; policy accept;\n"
+        // Added and deleted first: a table of the same name left behind (a reused PID) is replaced, not added to.
+        let text = "add table ip \(table)\ndelete table ip \(table)\n"
+            + "table ip \(table) {\n  chain output {\n    type nat hook output priority -100; policy accept;\n"
             + rules.joined(separator: "\n") + "\n  }\n}\n"
         let path = temp.file("redirect.nft")
         do { try text.write(toFile: path, atomically: true, encoding: .utf8) } catch { throw BenchError("write \(path): \(error)") }
@@ -36,5 +47,6 @@ struct BenchRedirect {
     /// Deletes the table (what `init` added, nothing else).
     func remove() {
         try? runTool("nft", ["delete", "table", "ip", table], seconds: 20)
+        onSignal.cancel()
     }
 }

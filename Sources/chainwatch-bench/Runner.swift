@@ -119,7 +119,7 @@ final class Runner {
                 // Made before the first run, so every run of this start has the same kernel path: the table turns
                 // connection tracking on, which then costs every connection something, redirected or not.
                 if let transparentEndpoint {
-                    redirect = try BenchRedirect(temp: temp, upstreams: [tlsUpstream, rawUpstream], to: transparentEndpoint)
+                    redirect = try BenchRedirect(temp: temp, upstreams: [tlsUpstream, rawUpstream], to: transparentEndpoint, proxyPID: child.pid)
                     log("redirect: nftables table \(redirect!.table) sends \(BenchRedirect.sourceAddress)'s connections to \(tlsUpstream) and \(rawUpstream) to \(transparentEndpoint)")
                 }
                 for version in versions {

@@ -1,4 +1,5 @@
 """Small helpers for the end-to-end tests: ports, raw proxy clients, local servers, the test PKI, alert logs."""
+import contextlib
 import csv
 import hashlib
 import json
@@ -6,6 +7,7 @@ import os
 import pathlib
 import re
 import socket
+import shutil
 import socketserver
 import ssl
 import subprocess
@@ -472,3 +474,58 @@ def block_everything(directory, name):
     policy = directory / "block.yaml"
     policy.write_text("version: 1\ndefaults:\n  action: block\n  anchors: [system]\nrules: []\n")
     return hosts, policy
+
+
+@contextlib.contextmanager
+def namespace_of_its_own(prefix):
+    """A network namespace the test makes (loopback up) and deletes, for a command that adds nftables rules of its
+    own; a skip with the reason on a machine that cannot (not root, no nft, no namespaces). CI runs as root with
+    nftables (make test-deps)."""
+    import pytest
+    if os.geteuid() != 0 or not shutil.which("nft"):
+        pytest.skip("needs root and nftables (make test-deps installs nftables)")
+    ns = f"{prefix}{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", ns], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"this machine cannot make network namespaces: {made.stderr.decode(errors='replace').strip()}")
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True, timeout=10)
+        yield ns
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def nft_tables(ns):
+    """`nft list tables` in the namespace."""
+    return subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "tables"], capture_output=True, text=True, timeout=10).stdout
+
+
+def interrupted_once_its_table_is_made(ns, args, table, child_pattern):
+    """Runs `args` in the namespace, waits (30 s at most) until nftables lists `table`, notes its children matching
+    `child_pattern`, sends it SIGTERM. Returns (status, output, those children's PIDs)."""
+    import signal
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and table not in nft_tables(ns):
+            time.sleep(0.1)
+        assert table in nft_tables(ns), f"{args[0]} never made its table {table}"
+        # `ip netns exec` execs the command in place: proc.pid is the command's own PID.
+        children = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", child_pattern], capture_output=True, text=True).stdout.split()
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        return proc.returncode, out, children
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def still_running(pids, seconds=12):
+    """The PIDs still running (not exited, not zombies) after waiting up to `seconds` for them to end."""
+    def alive():
+        return [p for p in pids if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read()]
+    deadline = time.monotonic() + seconds
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive()

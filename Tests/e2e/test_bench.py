@@ -21,6 +21,8 @@ import time
 
 import pytest
 
+from helpers import interrupted_once_its_table_is_made, namespace_of_its_own, nft_tables, still_running
+
 BENCH = os.environ.get("CHAINWATCH_BENCH_BIN", "")
 CHAINWATCH = os.environ.get("CHAINWATCH_BIN", "")
 RUN_LIMIT = 60  # seconds: no bench run in this file may take longer
@@ -288,14 +290,7 @@ def test_through_chainwatch_by_connect_and_transparently(tmp_path, chainwatch_bi
     HTTP listener and then with no proxy setting, the bench's own nftables rule redirecting its sessions (from
     127.0.0.3) to a --transparent listener. Its counter must show every session's connection redirected (else some
     reached the upstream straight, and the run would measure nothing of chainwatch); the table is gone afterwards."""
-    if os.geteuid() != 0 or not shutil.which("nft"):
-        pytest.skip("--via transparent needs root and nftables (make test-deps installs nftables)")
-    ns = f"cwbench{os.getpid()}"
-    made = subprocess.run(["ip", "netns", "add", ns], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"this machine cannot make network namespaces: {made.stderr.decode(errors='replace').strip()}")
-    try:
-        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True, timeout=10)
+    with namespace_of_its_own("cwbench") as ns:
         report_path = tmp_path / "report.json"
         proc = subprocess.run(["ip", "netns", "exec", ns, BENCH, scenario, "--start-proxy", chainwatch_bin, "--policy", "alert",
                                "--via", "connect,transparent", *extra, "--json", str(report_path), "--quiet"],
@@ -312,10 +307,18 @@ def test_through_chainwatch_by_connect_and_transparently(tmp_path, chainwatch_bi
             else:
                 assert run.get("redirected") is None, run
         assert_counts_add_up(report)
-        ruleset = subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "ruleset"], capture_output=True, text=True, timeout=10)
-        assert "chainwatch_bench" not in ruleset.stdout, ruleset.stdout
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        assert "chainwatch_bench" not in nft_tables(ns)
+
+
+def test_via_transparent_interrupted_leaves_no_table_and_no_proxy(tmp_path, chainwatch_bin):
+    """SIGTERM during a transparent run: the bench deletes its nftables table and stops its proxy, then dies of the
+    signal. Before, both stayed behind."""
+    with namespace_of_its_own("cwbsig") as ns:
+        args = [BENCH, "handshake", "--start-proxy", chainwatch_bin, "--via", "transparent", "--tls", "1.3", "-c", "2", "--duration", "20", "--quiet"]
+        status, out, proxies = interrupted_once_its_table_is_made(ns, args, "chainwatch_bench", "chainwatch run")
+        assert status == -signal.SIGTERM, (status, out)
+        assert "chainwatch_bench" not in nft_tables(ns)
+        assert proxies and not still_running(proxies), proxies
 
 
 def test_via_transparent_is_refused_against_a_running_proxy(tmp_path):

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import BIN
-from helpers import free_port
+from helpers import free_port, interrupted_once_its_table_is_made, namespace_of_its_own, nft_tables, still_running
 
 LIMIT = 90
 
@@ -98,28 +98,12 @@ def test_selftest_against_nothing_fails_with_the_reason():
     assert "cannot connect to the proxy" in out and "Connection refused" in out, out
 
 
-def namespace_or_skip(name):
-    """A network namespace of the test's own with loopback up, or a skip that says why (not root, no nft, a machine
-    that cannot make namespaces). CI runs as root with nftables (make test-deps)."""
-    import os
-    import shutil
-    if os.geteuid() != 0 or not shutil.which("nft"):
-        pytest.skip("selftest --transparent needs root and nftables (make test-deps installs nftables)")
-    made = subprocess.run(["ip", "netns", "add", name], capture_output=True)
-    if made.returncode != 0:
-        pytest.skip(f"this machine cannot make network namespaces: {made.stderr.decode(errors='replace').strip()}")
-    subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True, timeout=10)
-
-
 def test_selftest_transparent_redirects_its_client_and_proves_the_loop_guard():
     """`selftest --transparent`, in a namespace the test made: the same ten cases once more through a --transparent
     listener its own nftables table redirects to (lines and access lines must say transparent), the listener itself
     refused as a destination, and its own connection redirected back reset by the loop guard. Its table is gone
     afterwards."""
-    import os
-    ns = f"cwself{os.getpid()}"
-    namespace_or_skip(ns)
-    try:
+    with namespace_of_its_own("cwself") as ns:
         proc = subprocess.run(["ip", "netns", "exec", ns, BIN, "selftest", "--transparent"], capture_output=True, text=True, timeout=LIMIT)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, out
@@ -127,20 +111,20 @@ def test_selftest_transparent_redirects_its_client_and_proves_the_loop_guard():
         labels = [l.split(":")[0][5:] for l in checks]
         for version in ["TLS 1.2", "TLS 1.3"]:
             for case in ["pass", "block", "known-bad", "alert", "fail-closed"]:
-                assert f"{version} {case}" in labels and f"{version} (transparent) {case}" in labels, (version, case, out)
+                assert f"{version} {case}" in labels, (version, case, out)
+            for case in ["pass", "block", "blocked again", "alert", "fail-closed"]:
+                assert f"{version} (transparent) {case}" in labels, (version, case, out)
         assert "transparent loop guard" in labels and "transparent" in labels, out
         assert "the proxy reset its own connection redirected back" in out, out
         assert out.count("via transparent") == 6 and out.count("TRANSPARENT to 127.0.0.1:") == 8, out
         # 18 as without --transparent, 10 cases, 6 lines and 2 with none, 8 access lines, 2 for the listener itself
         assert len(checks) == 18 + 10 + 8 + 8 + 2 and all(l.startswith("ok ") for l in checks), out
-        ruleset = subprocess.run(["ip", "netns", "exec", ns, "nft", "list", "ruleset"], capture_output=True, text=True, timeout=10)
-        assert "chainwatch_selftest" not in ruleset.stdout, ruleset.stdout
-    finally:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        assert "chainwatch_selftest" not in nft_tables(ns)
 
 
 def test_selftest_transparent_says_what_it_needs_without_root():
-    """Not root: no nftables rule can be added. Status 2 (could not be set up) with the reason, not a failed check."""
+    """Not root: no nftables rule can be added. Status 2 (could not be set up) with the reason, before any
+    certificate or server is made; not a failed check."""
     import os
     import shutil
     if os.geteuid() != 0 or not shutil.which("runuser"):
@@ -150,7 +134,19 @@ def test_selftest_transparent_says_what_it_needs_without_root():
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
     assert "needs root (CAP_NET_ADMIN)" in out and "ip netns exec" in out, out
-    assert "selftest: ok" not in out, out
+    assert "selftest: ok" not in out and "proxy:" not in out, out
+
+
+def test_selftest_transparent_interrupted_leaves_no_table_behind():
+    """SIGTERM while it runs (after its table is made): the table is deleted and its proxy stopped before it dies of
+    the signal. Before, both stayed: a redirect rule in the ruleset pointing at a listener that was gone, and an
+    orphaned proxy."""
+    import signal
+    with namespace_of_its_own("cwsig") as ns:
+        status, out, proxies = interrupted_once_its_table_is_made(ns, [BIN, "selftest", "--transparent"], "chainwatch_selftest", "run --listen")
+        assert status == -signal.SIGTERM, (status, out)
+        assert "chainwatch_selftest" not in nft_tables(ns)
+        assert proxies and not still_running(proxies), proxies
 
 
 def test_selftest_transparent_is_not_for_a_running_proxy():

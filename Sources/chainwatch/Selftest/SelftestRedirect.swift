@@ -12,19 +12,28 @@ struct SelftestRedirect {
     static let clientAddress = "127.0.0.2"
     let table: String
     let directory: URL
+    /// Deletes the table, and stops the proxy, if the selftest is interrupted before `remove`.
+    private let onSignal: SignalCleanup
 
     /// Adds the table: connections from `clientAddress` to `serverAddress` on `ports` go to `listenerPort` on the
     /// same host (`redirect`, hook output: the client is a local process, as a gateway's own output chain sees it).
     /// `loopPort` is redirected from every source, the proxy's own connections included: a gateway whose rule lacks
     /// the exemption for chainwatch's traffic, for that one port (nothing listens there).
-    init(directory: URL, serverAddress: String, ports: [UInt16], loopPort: UInt16, listenerPort: UInt16) throws {
-        guard geteuid() == 0 else {
-            throw SelftestError("--transparent adds an nftables rule, which needs root (CAP_NET_ADMIN): run it as root, or in a network namespace of its own (ip netns exec)")
-        }
+    init(directory: URL, serverAddress: String, ports: [UInt16], loopPort: UInt16, listenerPort: UInt16, proxyPID: pid_t?) throws {
+        try Self.checkAllowed()
         self.directory = directory
-        table = "chainwatch_selftest_\(getpid())"
+        let table = "chainwatch_selftest_\(getpid())"
+        self.table = table
+        onSignal = SignalCleanup {
+            if let proxyPID { kill(proxyPID, SIGTERM) }
+            var nft = try? Spawned("nft", ["delete", "table", "ip", table], outputPath: "/dev/null")
+            _ = nft?.wait(seconds: 10)
+        }
         let set = ports.map(String.init).joined(separator: ", ")
+        // Added and deleted first: a table of the same name left behind (a reused PID) is replaced, not added to.
         try nft(["-f", write("""
+            add table ip \(table)
+            delete table ip \(table)
             table ip \(table) {
               chain output {
                 type nat hook output priority -100; policy accept;
@@ -39,6 +48,18 @@ struct SelftestRedirect {
     /// Deletes the table (what `init` added, nothing else).
     func remove() {
         try? nft(["delete", "table", "ip", table])
+        onSignal.cancel()
+    }
+
+    /// Root and the nft command, checked before anything is set up.
+    static func checkAllowed() throws {
+        guard geteuid() == 0 else {
+            throw SelftestError("--transparent adds an nftables rule, which needs root (CAP_NET_ADMIN): run it as root, or in a network namespace of its own (ip netns exec)")
+        }
+        let path = (getenv("PATH").map { String(cString: $0) } ?? "/usr/sbin:/usr/bin:/sbin:/bin") + ":/usr/sbin:/sbin"
+        guard path.split(separator: ":").contains(where: { access("\($0)/nft", X_OK) == 0 }) else {
+            throw SelftestError("--transparent needs the nft command: apt-get install nftables")
+        }
     }
 
     private func write(_ text: String, _ name: String) throws -> String {
