@@ -12,7 +12,8 @@ extension ProxyConnection {
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
                                           upstreamAddress: connectedAddress, client: clientAddress.addressBytes,
                                           spotChecks: worker.spotChecks,
-                                          holdLimit: worker.configuration.connectionLimits.holdLimit) { [weak self] event in
+                                          holdLimit: worker.configuration.connectionLimits.holdLimit,
+                                          takeSpare: { [weak self] in self?.handSpare() }) { [weak self] event in
             self?.post(event)
         }
         self.inspection = inspection
@@ -25,6 +26,9 @@ extension ProxyConnection {
             connection.input.forEachChunk(from: offset) { chunk in
                 if side == .client { inspection.clientBytes(chunk) } else { inspection.serverBytes(chunk) }
             }
+            // A spare no probe took once the hello is read (a TLS 1.2 hello, an offer with a result, a block rule's
+            // pair, no TLS at all) is of no use.
+            if spare != nil, inspection.sawClientHello || !inspection.awaitsVerdict { closeSpare() }
         }
         events.append(.inspected(side))
     }

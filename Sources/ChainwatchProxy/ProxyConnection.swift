@@ -23,6 +23,10 @@ final class ProxyConnection: ConnectionDelegate {
     var connectedAddress: SocketAddress?
     private var pumps: [Side: SplicePump] = [:]
     var inspection: TunnelInspection?
+    /// The connection opened beside the tunnel's at its CONNECT, for a first contact's probe (`SpareConnection`):
+    /// handed to the inspection's probe, or closed unused once the client's hello is read (or at the close).
+    var spare: SpareConnection?
+    private var spareConsidered = false
     /// The client's first bytes, kept while a redialed tunnel may have to send them again (`ConnectionMachine.replayCopy`).
     private var replayBytes: [UInt8] = []
     var snapshot: PolicySnapshot?
@@ -265,6 +269,18 @@ final class ProxyConnection: ConnectionDelegate {
     }
 
     private func connect(to address: SocketAddress) {
+        // A tunnel's first contact with an address, under a rule that holds nothing: a spare connection beside the
+        // tunnel's, the two started in an order drawn at random (InspectionMachine.wantsSpareConnection).
+        var spareAfter = false
+        if !spareConsidered, machine.connectsForTunnel, let snapshot, let target = machine.target {
+            spareConsidered = true
+            let rule = snapshot.policy.rule(for: target.host, port: target.port)
+            if InspectionMachine.wantsSpareConnection(rule: rule, addressIsWarm: worker.inspector.prober.isWarm(address)),
+               worker.spares.mayOpen(Self.upstream(address), client: clientKey, now: worker.loop.cachedMilliseconds) {
+                if Bool.random() { openSpare(to: address) } else { spareAfter = true }
+            }
+        }
+        defer { if spareAfter, upstream != nil { openSpare(to: address) } }
         let connection: Connection
         do {
             connection = try Connection(loop: worker.loop)
@@ -281,6 +297,35 @@ final class ProxyConnection: ConnectionDelegate {
             upstream = nil
             events.append(.connectFailed(.failed(describeErrno(code))))
         }
+    }
+
+    private func openSpare(to address: SocketAddress) {
+        guard let opened = SpareConnection(loop: worker.loop, address: address) else { return }
+        spare = opened
+        worker.spares.opened(Self.upstream(address))
+    }
+
+    /// The spare's address as the ledger knows it.
+    static func upstream(_ address: SocketAddress) -> SpareLedger.Upstream {
+        SpareLedger.Upstream(address: address.addressBytes, port: address.port)
+    }
+
+    /// Hands the spare to the inspection's probe (nil: none), counted.
+    func handSpare() -> SpareConnection? {
+        guard let spare else { return nil }
+        self.spare = nil
+        worker.spares.ended(Self.upstream(spare.address), used: true, client: clientKey, now: worker.loop.cachedMilliseconds)
+        return spare
+    }
+
+    /// Closes the spare connection no probe took (`SpareConnection`), counted; its client gets none to that address
+    /// for a while (`SpareLedger`).
+    func closeSpare() {
+        guard let spare else { return }
+        spare.close()
+        self.spare = nil
+        worker.inspector.sparesUnused.add(1, ordering: .relaxed)
+        worker.spares.ended(Self.upstream(spare.address), used: false, client: clientKey, now: worker.loop.cachedMilliseconds)
     }
 
     private func splice(from side: Side) {
@@ -346,6 +391,7 @@ final class ProxyConnection: ConnectionDelegate {
         client.close()
         upstream?.close()
         upstream = nil
+        closeSpare()
         worker.stats.closed(closeOutcome)
         worker.connectionClosed(self)
     }

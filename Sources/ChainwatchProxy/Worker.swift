@@ -18,6 +18,9 @@ final class Worker: @unchecked Sendable {
     let heldBudget: HeldBytesBudget
     /// This loop's spot-check timers (`SpotChecker`).
     let spotChecks: SpotCheckTimers
+    /// This loop's spare connections (`SpareLedger`): one open per upstream address, none for a client whose last one
+    /// to that address went unused.
+    var spares = SpareLedger()
     let logger: Logger
     private var listener: Listener?
     /// `--socks` listeners (their clients speak SOCKS 5 before the tunnel) and `--transparent` ones.

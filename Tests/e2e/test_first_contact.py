@@ -49,7 +49,7 @@ class ForgeByOrder:
         return "forger" if is_second == self.second else "genuine"
 
 
-def rounds(start_proxy, tmp_path, pki, closing, second):
+def rounds(start_proxy, tmp_path, pki, closing, second, action="block"):
     genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key"))
     forger = closing(threaded(pki / "matched.fullchain.pem", pki / "matched.key"))
     policy = ForgeByOrder(second=second)
@@ -59,24 +59,35 @@ def rounds(start_proxy, tmp_path, pki, closing, second):
     outcomes = []
     for n in range(ROUNDS):
         policy.reset()
-        p = start_proxy("--policy", str(pinned_policy(tmp_path, pki, "block")), "--hosts", str(hosts_file(tmp_path)),
-                        "--ca", str(trusted), "--probe-timeout", "2", "--spot-check-rate", "0")
+        admin = free_port()
+        p = start_proxy("--policy", str(pinned_policy(tmp_path, pki, action)), "--hosts", str(hosts_file(tmp_path)),
+                        "--ca", str(trusted), "--probe-timeout", "2", "--spot-check-rate", "0", "--admin", f"127.0.0.1:{admin}")
         ran = curl(p, icpt.port)
         time.sleep(0.2)   # a line is written before the tunnel closes; this only lets a stray second one show
         lines = read_alert_lines(p.alert_log, icpt.port)
         forged = [c["index"] for c in icpt.connections[-2:] if c["backend"] == "forger"]
+        counted = metrics(admin)
+        orders = {o: value(counted, "chainwatch_first_contacts_total", order=o)
+                  for o in ("probe_first", "tunnel_first", "probe_alone", "beside_probe_first", "beside_tunnel_first")}
+        spares = {u: value(counted, "chainwatch_spare_connections_total", use=u) for u in ("probe", "none")}
         outcomes.append({"page": PAGE in ran.stdout, "lines": [(l["event"]["reason"], l["event"]["action"]) for l in lines],
-                         "forged": len(forged)})
+                         "forged": len(forged), "orders": orders, "spares": spares})
         p.stop()
     return outcomes
 
 
-def check(outcomes):
+def check(outcomes, action="block"):
     caught = [o for o in outcomes if o["lines"]]
     missed = [o for o in outcomes if not o["lines"]]
-    for o in caught:   # the probe was forged: blocked before any server byte, one line, the pins' finding
-        assert not o["page"] and len(o["lines"]) == 1 and o["lines"][0][1] == "block", outcomes
+    for o in caught:   # the probe was forged: one line, the pins' finding; under block before any server byte
+        assert len(o["lines"]) == 1 and o["lines"][0][1] == action, outcomes
+        assert o["page"] == (action == "alert"), outcomes
         assert o["lines"][0][0] in ("root_mismatch", "pin_mismatch", "intermediate_mismatch"), outcomes
+    for o in outcomes:   # one first contact each, by the path of the rule's action
+        paired = ("probe_first", "tunnel_first") if action == "block" else ("beside_probe_first", "beside_tunnel_first")
+        assert sum(o["orders"][k] for k in paired) == 1 and sum(o["orders"].values()) == 1, outcomes
+        # Under alert the probe used the spare connection opened at the CONNECT (an address new to the proxy).
+        assert o["spares"] == ({"probe": 1, "none": 0} if action == "alert" else {"probe": 0, "none": 0}), outcomes
     for o in missed:   # the tunnel was forged, its flight matching the probe's: the page passed (the stated limit)
         assert o["page"] and o["forged"] == 1, outcomes
     assert all(o["forged"] == 1 for o in outcomes), f"one of each pair forged in every round: {outcomes}"
@@ -95,28 +106,61 @@ def test_a_forger_of_the_first_hello_forges_the_probe_half_the_time(start_proxy,
     print(f"forge the first of two hellos: caught at first contact in {caught} of {ROUNDS} rounds")
 
 
-def test_a_one_connection_server_is_served_at_every_first_contact(start_proxy, tmp_path, pki, closing):
-    """`openssl s_server` serves one connection at a time. Ten first contacts under block: every page comes, no line,
-    none waits for the probe timeout (the pair stall fallback costs half a second at most, when the server took the
-    tunnel's connection first)."""
+def test_under_alert_a_forger_of_the_second_hello_meets_the_probe_half_the_time(start_proxy, tmp_path, pki, closing):
+    """Under alert the tunnel keeps its connection and nothing is held, but the probe's connection was opened beside
+    the tunnel's at the CONNECT and its hello leaves with the client's, in an order drawn at random. Before: the
+    probe connected only at the tunnel's ServerHello, always second, so forging the first of two hellos was safe."""
+    caught = check(rounds(start_proxy, tmp_path, pki, closing, second=True, action="alert"), action="alert")
+    print(f"alert, forge the second of two hellos: caught at first contact in {caught} of {ROUNDS} rounds")
+
+
+def test_under_alert_a_forger_of_the_first_hello_meets_the_probe_half_the_time(start_proxy, tmp_path, pki, closing):
+    caught = check(rounds(start_proxy, tmp_path, pki, closing, second=False, action="alert"), action="alert")
+    print(f"alert, forge the first of two hellos: caught at first contact in {caught} of {ROUNDS} rounds")
+
+
+def one_connection_first_contacts(start_proxy, tmp_path, pki, closing, action):
+    """Ten first contacts, a fresh proxy each, to `openssl s_server` (one connection at a time) under `action`: every
+    page must come with no line. Returns the seconds each took and each proxy's metrics."""
     server = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3"))
-    took, stalls = [], []
+    took, counted = [], []
     for n in range(10):
         admin = free_port()
-        p = start_proxy("--policy", str(pinned_policy(tmp_path, pki, "block")), "--hosts", str(hosts_file(tmp_path)),
+        p = start_proxy("--policy", str(pinned_policy(tmp_path, pki, action)), "--hosts", str(hosts_file(tmp_path)),
                         "--probe-timeout", "5", "--spot-check-rate", "0", "--admin", f"127.0.0.1:{admin}")
         t0 = time.monotonic()
         ran = curl(p, server.port, max_time=8)
         took.append(round(time.monotonic() - t0, 2))
         assert STATUS_PAGE in ran.stdout, (n, ran)
+        time.sleep(0.3)   # under alert the probe may answer after the page, when the server took the tunnel first
         assert read_alert_lines(p.alert_log, server.port) == [], n
-        counted = metrics(admin)
-        pairs = [value(counted, "chainwatch_first_contacts_total", order=o) for o in ("probe_first", "tunnel_first", "probe_alone")]
-        assert sum(pairs[:2]) == 1 and pairs[2] == 0, (n, pairs)
-        stalls.append(value(counted, "chainwatch_first_contact_stalls_total"))
+        counted.append(metrics(admin))
         p.stop()
-    print(f"one-connection server, first contacts (s): {took}, stalls {stalls}")
+    print(f"one-connection server under {action}, first contacts (s): {took}")
     assert max(took) < 3, f"a first contact waited for the probe's timeout: {took}"
+    return took, counted
+
+
+def test_a_one_connection_server_is_served_at_every_first_contact(start_proxy, tmp_path, pki, closing):
+    """`openssl s_server` serves one connection at a time. Ten first contacts under block: every page comes, no line,
+    none waits for the probe timeout (the pair stall fallback costs half a second at most, when the server took the
+    tunnel's connection first)."""
+    took, counted = one_connection_first_contacts(start_proxy, tmp_path, pki, closing, "block")
+    stalls = []
+    for n, samples in enumerate(counted):
+        pairs = [value(samples, "chainwatch_first_contacts_total", order=o) for o in ("probe_first", "tunnel_first", "probe_alone")]
+        assert sum(pairs[:2]) == 1 and pairs[2] == 0, (n, pairs)
+        stalls.append(value(samples, "chainwatch_first_contact_stalls_total"))
+    print(f"stalls {stalls}")
     # A stall happens only after the pair stall deadline (500 ms here) has passed.
     for seconds, stalled in zip(took, stalls):
         assert stalled in (0, 1) and (seconds >= 0.45 or not stalled), (took, stalls)
+
+
+def test_a_one_connection_server_is_served_at_every_first_contact_under_alert(start_proxy, tmp_path, pki, closing):
+    """The same server under alert: the spare connection reaches it beside the tunnel's, so whichever it takes first
+    keeps the other waiting until it is done (the probe's handshake, or the client's page). Every page comes, with no
+    line and no wait for the probe's timeout, and every probe used the spare."""
+    _, counted = one_connection_first_contacts(start_proxy, tmp_path, pki, closing, "alert")
+    for n, samples in enumerate(counted):
+        assert value(samples, "chainwatch_spare_connections_total", use="probe") == 1, (n, samples)

@@ -58,6 +58,12 @@ public struct ConnectionMachine: Sendable {
     /// How the connect goes (the request being connected, the resolved addresses tried); kept while relaying, whose
     /// `.reconnect` dials the address the tunnel had again.
     var attempt: ConnectAttempt?
+    /// Whether the upstream connection being made is a tunnel's (CONNECT, SOCKS, transparent), which is inspected,
+    /// not a plain-HTTP request's.
+    public var connectsForTunnel: Bool {
+        if case .connect? = attempt?.request { return true }
+        return false
+    }
     /// Whether the tunnel's inspection runs (bytes go to it before they are relayed).
     private var inspecting = false
     /// Where a `.redial` stands: the upstream connection was dropped for a probe and is not open again yet.

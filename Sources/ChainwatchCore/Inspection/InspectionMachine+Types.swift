@@ -134,8 +134,16 @@ extension InspectionMachine {
         }
     }
 
+    /// Whether a tunnel under `rule` to an address no handshake succeeded with lately (not warm) gets a spare
+    /// connection beside its own at the CONNECT: a rule that holds nothing probes beside the tunnel at first contact
+    /// (`.probeBeside`), and the spare lets that probe's hello leave with the client's. A rule that holds the server's
+    /// bytes pairs two fresh connections instead (`.pair`), and a warm address has probe results to use.
+    public static func wantsSpareConnection(rule: Rule, addressIsWarm: Bool) -> Bool {
+        !holds(rule) && !addressIsWarm
+    }
+
     /// Block-like dispositions hold the server's bytes until the verdict.
-    static func holds(_ rule: Rule) -> Bool {
+    public static func holds(_ rule: Rule) -> Bool {
         rule.action == .block || rule.nonTLS == .block || rule.onProbeError == .block || rule.sniMismatch == .block
             || rule.localRoot == .block
     }
@@ -235,6 +243,12 @@ extension InspectionMachine {
         /// `offer`, starting the probe's connection first when `probeFirst`, else the tunnel's, so that their hellos
         /// leave in that order. Answered by `probeAnswered`.
         indirect case pair(ClientOffer, probeFirst: Bool)
+        /// First contact under a rule that holds nothing (alert): probe with `offer` beside the tunnel, whose client
+        /// bytes are held (`.hold(.client, passingUpTo: 0)` just before) until the executor lets them flow: after the
+        /// probe's start when `probeFirst`, else before it, so that the two hellos leave in that order. The probe
+        /// uses the spare connection opened beside the tunnel's at its CONNECT, where there is one. Answered by
+        /// `probeAnswered`.
+        indirect case probeBeside(ClientOffer, probeFirst: Bool)
         /// Judge `chain` under `rule` for a tunnel with `facts`. Answered by `chainJudged`.
         indirect case judge(Chain, rule: Rule, facts: ConnectionFacts)
         /// Start `Deadline`'s timer (answered by `deadlineFired`), or stop it.
@@ -269,6 +283,7 @@ extension InspectionMachine {
                 }
             case .probe(_, let fresh): fresh ? "probe(fresh)" : "probe"
             case .pair(_, let probeFirst): probeFirst ? "pair(probe first)" : "pair(tunnel first)"
+            case .probeBeside(_, let probeFirst): probeFirst ? "probeBeside(probe first)" : "probeBeside(tunnel first)"
             case .judge(let chain, _, _): "judge(\(chain.source.rawValue))"
             case .arm(let deadline, let ms): "arm(\(deadline), \(ms))"
             case .cancel(let deadline): "cancel(\(deadline))"

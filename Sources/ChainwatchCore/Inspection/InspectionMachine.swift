@@ -147,8 +147,8 @@ public struct InspectionMachine: Sendable {
             switch need {
             case .moreBytes, .probe:
                 // The tunnel's TLS 1.3 handshake, weighed once the probe answers; a probe that stays unanswered
-                // waits behind this connection.
-                if firstServerBytes { arm(.pairStall, settings.pairStallMilliseconds, &out) }
+                // waits behind this connection (under block: the tunnel that lets nothing through may give it up).
+                if firstServerBytes, holds { arm(.pairStall, settings.pairStallMilliseconds, &out) }
             default:
                 // Its own chain (TLS ≤ 1.2), or no handshake: that decides, and the probe is not waited for.
                 pairProbeOutstanding = true
@@ -345,10 +345,23 @@ public struct InspectionMachine: Sendable {
     /// A hello that sends 0-RTT data keeps the probe first, alone (`.probe`, then `.reconnect` once its chain passes):
     /// a pair that stalls replays the client's bytes to a new connection, and early data sent twice is the replay
     /// RFC 8446 §8 warns of (a server may act on it twice, or refuse the second use of its ticket).
+    ///
+    /// Under a rule that holds nothing (alert) the tunnel keeps its connection and nothing is held for a verdict: the
+    /// probe starts at once beside it (`.probeBeside`), on the spare connection opened beside the tunnel's at the
+    /// CONNECT where there is one, and the client's hello waits a loop turn at most, so that the two hellos leave in
+    /// an order drawn at random. The phase is `pairing` as under block, without the stall deadline: a tunnel that
+    /// lets its server's bytes through has nothing to give up. Its early data goes on the tunnel only (the probe's
+    /// offer never carries it).
     private mutating func probeFirstIfNeeded(_ hello: ClientHello, _ resources: any InspectionResources, _ out: inout [Action]) {
-        guard holds, !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
+        guard !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
         let offer = ClientOffer(mirroring: hello)
         guard !resources.hasProbeResult(for: offer) else { return }
+        guard holds else {
+            phase = .pairing(offer)
+            out.append(.connection(.hold(.client, passingUpTo: 0)))
+            out.append(.probeBeside(offer, probeFirst: resources.probeGoesFirst()))
+            return
+        }
         out.append(.connection(.redial))
         if hello.offersEarlyData {
             phase = .probingFirst(offer)

@@ -22,11 +22,14 @@ final class TunnelInspection {
     private let tellConnection: (ConnectionMachine.Event) -> Void
     /// The resources the machine asks for as it goes (the probe cache, the room), answered at once.
     private let resources: Resources
+    /// The spare connection opened beside the tunnel's at its CONNECT, if any, for a probe beside it (taken once).
+    private let takeSpare: () -> SpareConnection?
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
-         client: [UInt8], spotChecks: SpotCheckTimers, holdLimit: Int,
+         client: [UInt8], spotChecks: SpotCheckTimers, holdLimit: Int, takeSpare: @escaping () -> SpareConnection? = { nil },
          tellConnection: @escaping (ConnectionMachine.Event) -> Void) {
         self.client = client
+        self.takeSpare = takeSpare
         self.spotChecks = spotChecks
         self.inspector = inspector
         self.snapshot = snapshot
@@ -43,6 +46,8 @@ final class TunnelInspection {
     var handshakeFacts: ConnectionFacts { machine.facts }
     /// The verdict, for the access line; nil before it (or when the tunnel ended before one was needed).
     var outcome: InspectionOutcome? { machine.outcome }
+    /// Whether the client's hello has been read (a spare connection no probe took by then is of no use).
+    var sawClientHello: Bool { machine.watch.sawClientHello }
     /// Whether a verdict is still on its way (a probe or a judgement the tunnel did not wait for).
     var awaitsVerdict: Bool { !machine.isFinished }
     /// Called once with the verdict and the handshake facts when it comes after the tunnel's access line was written
@@ -84,6 +89,20 @@ final class TunnelInspection {
             } else {
                 tellConnection(.reconnect)
                 probe(offer, fresh: false)
+            }
+        case .probeBeside(let offer, let probeFirst):
+            // The client's bytes are held; they flow now (their hello leaves in this turn) or on the loop's next turn,
+            // after the prober's start, which writes the probe's hello at once on a spare that is connected.
+            if probeFirst { inspector.besideProbeFirst.add(1, ordering: .relaxed) } else { inspector.besideTunnelFirst.add(1, ordering: .relaxed) }
+            let spare = takeSpare()
+            if spare != nil { inspector.sparesHanded.add(1, ordering: .relaxed) }
+            if probeFirst {
+                probe(offer, fresh: false, spare: spare)
+                let release = OnThisLoop { [weak self] in self?.tellConnection(.flowing(.client)) }
+                loop.execute { release.run() }
+            } else {
+                tellConnection(.flowing(.client))
+                probe(offer, fresh: false, spare: spare)
             }
         case .judge(let chain, let rule, let facts):
             let (ders, stapled, digest): ([[UInt8]], [UInt8]?, [UInt8]?) = switch chain {
@@ -128,12 +147,12 @@ final class TunnelInspection {
         }
     }
 
-    private func probe(_ offer: ClientOffer, fresh: Bool) {
+    private func probe(_ offer: ClientOffer, fresh: Bool, spare: SpareConnection? = nil) {
         let key = ProbeKey(address: upstreamAddress, offer: offer)
         if fresh { inspector.prober.invalidate(key) }
         // A tunnel covered by a probe made before it asked is what spot checks watch over; a probe made for this
         // tunnel is fresh evidence already (a name visited once costs no check).
-        inspector.prober.probe(key, client: client, on: loop) { [self] result, cached in   // keeps the inspection alive until it answers
+        inspector.prober.probe(key, client: client, on: loop, spare: spare) { [self] result, cached in   // keeps the inspection alive until it answers
             if cached, case .success = result {
                 let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
                 inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)

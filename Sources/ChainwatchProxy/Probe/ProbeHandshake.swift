@@ -28,6 +28,8 @@ final class ProbeHandshake: ConnectionDelegate {
     /// The room taken for a second handshake that reads such a message, held until the report.
     private var room: LargeHandshakeRoom.Reservation?
     private var loop: EventLoop?
+    /// The connection opened beside the tunnel's at its CONNECT (`SpareConnection`), for the first handshake.
+    private var spare: SpareConnection?
 
     init(key: ProbeKey, timeoutMilliseconds: Int, largeHandshakes: LargeHandshakeRoom? = nil,
          report: @escaping (ProbeResult) -> Void) {
@@ -50,8 +52,11 @@ final class ProbeHandshake: ConnectionDelegate {
 
     /// Connects to `key.address` and starts the handshake; the report comes from a later callback (or from here
     /// when a step fails at once). The deadline covers a second handshake for a large Certificate message.
-    func start(on loop: EventLoop) {
+    /// With `spare`, the first handshake uses that connection (already connecting, or connected: the hello is sent at
+    /// once) instead of connecting; one that failed meanwhile is replaced by a connection of its own.
+    func start(on loop: EventLoop, spare: SpareConnection? = nil) {
         self.loop = loop
+        self.spare = spare
         let timer = Timer(loop: loop) { [unowned self] in
             finish(.failure("timed out after \(timeoutMilliseconds) ms"))
         }
@@ -77,6 +82,15 @@ final class ProbeHandshake: ConnectionDelegate {
                 return finish(.failure(Self.handshakeFailure(error)))
             }
         }
+        if let spare, spare.address == key.address, let (connection, connected) = spare.take() {
+            self.spare = nil
+            self.connection = connection
+            connection.delegate = self   // strong until close(), as below
+            if connected { self.connection(connection, didReceive: .connected) }
+            return
+        }
+        spare?.close()
+        spare = nil
         let connection: Connection
         do throws(EventLoopError) {
             connection = try Connection(loop: loop)

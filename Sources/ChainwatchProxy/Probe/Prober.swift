@@ -87,7 +87,9 @@ public final class Prober: Sendable {
 
     /// `probe`, whose completion also says whether the result was cached when asked (what `hasResult` just before
     /// would say, without a second lookup of the key: a warm tunnel asks once).
-    public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop,
+    /// - Parameter spare: a connection to the key's address opened beside a tunnel's (`SpareConnection`): used when
+    ///   this call starts the handshake, closed unused otherwise (an answer from the cache, a handshake in flight).
+    public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil,
                       answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
         let waiter = Waiter(loop: loop, completion: completion)
         let time = now()
@@ -128,12 +130,21 @@ public final class Prober: Sendable {
             queued.add(1, ordering: .relaxed)
         case .start:
             started.add(1, ordering: .relaxed)
-            loop.execute { [self] in startHandshake(key, on: loop) }
+            loop.execute { [self] in startHandshake(key, on: loop, spare: spare) }
+            return
         }
+        spare?.close()
     }
 
     /// Handshakes running now. Each holds a socket, so the proxy counts them against `--max-connections`.
     public var inFlight: Int { table.withLock { $0.inFlight } }
+
+    /// Whether a handshake with `address` succeeded within the success TTL, for any offer: a tunnel to it is no first
+    /// contact with the address (its client's offer may still be new), and gets no spare connection.
+    public func isWarm(_ address: SocketAddress) -> Bool {
+        let time = now()
+        return table.withLock { table in table.warmAddresses[address].map { time < $0 } ?? false }
+    }
 
     /// Whether a result for `key` is cached and not expired (a probe for it would be answered at once).
     public func hasResult(for key: ProbeKey) -> Bool {
@@ -159,7 +170,13 @@ public final class Prober: Sendable {
     /// Forgets every cached result (handshakes in flight go on, as with `invalidate`). Returns how many.
     @discardableResult
     public func removeAll() -> Int {
-        table.withLock { table in defer { table.results.keep { _, _ in false } }; return table.results.count }
+        table.withLock { table in
+            defer {
+                table.results.keep { _, _ in false }
+                table.warmAddresses.removeAll()
+            }
+            return table.results.count
+        }
     }
 
     /// What the prober holds, for the admin `/state`: cached results not expired (at most `limit`, soonest to
@@ -223,7 +240,7 @@ public final class Prober: Sendable {
 
     // MARK: - On the starting loop
 
-    private func startHandshake(_ key: ProbeKey, on loop: EventLoop) {
+    private func startHandshake(_ key: ProbeKey, on loop: EventLoop, spare: SpareConnection? = nil) {
         let begun = now()
         // A client that cannot be made (allocation failure) fails this probe with the reason, not the process.
         let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds, largeHandshakes: largeHandshakes) {
@@ -232,7 +249,7 @@ public final class Prober: Sendable {
             latencies.withLock { $0.observe(seconds) }
             finish(key, result, on: loop)
         }
-        handshake.start(on: loop)   // kept alive by its connection until it reports
+        handshake.start(on: loop, spare: spare)   // kept alive by its connection until it reports
     }
 
     /// Caches the result, answers every waiter (directly on this loop, through `execute` on the others), and gives
@@ -270,6 +287,7 @@ public final class Prober: Sendable {
             table.release(key)
             if keep {
                 table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries, maxBytes: maxBytes)
+                if case .success = result { table.warm(key.address, until: time + ttl, now: time, maxEntries: maxEntries) }
             }
             return waiters
         }
@@ -329,6 +347,17 @@ extension Prober {
         /// Handshakes started or queued by each client (`probe(client:)`), and the client of each such key.
         var byClient: [[UInt8]: Int] = [:]
         var clientOf: [ProbeKey: [UInt8]] = [:]
+        /// Addresses a handshake succeeded with lately, until when (`isWarm`): at most `maxEntries`, expired ones
+        /// dropped when full, and all of them when still full (a forgotten address costs a spare connection, no more).
+        var warmAddresses: [SocketAddress: Int64] = [:]
+
+        mutating func warm(_ address: SocketAddress, until expires: Int64, now: Int64, maxEntries: Int) {
+            if warmAddresses[address] == nil, warmAddresses.count >= maxEntries {
+                warmAddresses = warmAddresses.filter { $0.value > now }
+                if warmAddresses.count >= maxEntries { warmAddresses.removeAll() }
+            }
+            warmAddresses[address] = expires
+        }
 
         /// The key's handshake is over (answered, or failed waiting): its client's share is free again.
         mutating func release(_ key: ProbeKey) {

@@ -267,6 +267,60 @@ final class TestResources: InspectionResources {
     }
 
     /// With a fresh probe result cached, the tunnel's own handshake goes first (no redial), as under alert.
+    /// First contact under alert: nothing is held for a verdict and the tunnel keeps its connection, but the probe
+    /// starts at the client's hello, beside the tunnel (on the spare connection opened at the CONNECT), and the
+    /// client's bytes are held until the executor lets them flow, before or after the probe's start as the coin
+    /// says. No stall deadline (a tunnel whose server's bytes pass has nothing to give up); the probe is weighed
+    /// against the tunnel's flight whichever answers first.
+    @Test(arguments: [(Int.max, true, true), (1, false, true), (Int.max, true, false), (5, false, false)])
+    func tls13FirstContactUnderAlertProbesBesideTheTunnel(chunk: Int, probeFirst: Bool, probeAnswersFirst: Bool) throws {
+        let r = TestResources()
+        r.coins = [probeFirst]
+        let probe = try Self.genuineProbe()
+        var m = Self.machine(Self.alert, host: "tls13.chainwatch.test")
+        #expect(Self.strings(m.start()) == ["hold(upstream, 0)"])
+        #expect(Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), chunk: chunk, r)
+                == ["flowing(upstream)", "hold(client, 0)", probeFirst ? "probeBeside(probe first)" : "probeBeside(tunnel first)"])
+        #expect(m.phase.name == "pairing")
+        if probeAnswersFirst {
+            #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"], "the tunnel's flight is waited for")
+            #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r) == ["cancel(flight)", "judge(probe)"])
+        } else {
+            #expect(Self.decisions(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r)).isEmpty,
+                    "no verdict deadline and no stall deadline under alert")
+            #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["judge(probe)"])
+        }
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.alert), evidence: Self.evidence, r)) == ["writeFinding(pass)", "release"])
+        #expect(m.outcome?.action == nil && m.isFinished)
+    }
+
+    /// Under alert, a first contact whose probe an interceptor forged (it took the probe for the client) is a line;
+    /// one whose probe fails is `probe_failed`, reported as under a cached probe. Neither marks the upstream.
+    @Test func aFirstContactUnderAlertWhoseProbeIsForgedOrFailsIsReported() throws {
+        let alerts = Verdict(rule: Self.alert.identity, findings: [Finding(reason: .rootMismatch, level: nil, detail: "d", check: "c", action: .alert)])
+        let r = TestResources()
+        var m = Self.machine(Self.alert, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        _ = Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
+        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
+        #expect(Self.strings(m.chainJudged(alerts, evidence: Self.evidence, r)) == ["writeFinding(alert root_mismatch)", "release"])
+
+        var failing = Self.machine(Self.alert, host: "tls13.chainwatch.test")
+        _ = failing.start()
+        _ = Self.feed(&failing, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        #expect(Self.strings(failing.probeAnswered(.failure("timed out after 5000 ms"), r)) == ["writeFinding(alert probe_failed)", "release"])
+    }
+
+    /// Which tunnels get a spare connection at the CONNECT: a rule that holds nothing, to an address no handshake
+    /// succeeded with lately. Under block the pair opens two fresh connections instead.
+    @Test func aSpareConnectionIsForAFirstContactUnderAlert() {
+        #expect(Machine.wantsSpareConnection(rule: Self.alert, addressIsWarm: false))
+        #expect(!Machine.wantsSpareConnection(rule: Self.alert, addressIsWarm: true))
+        #expect(!Machine.wantsSpareConnection(rule: Self.block, addressIsWarm: false))
+        #expect(!Machine.wantsSpareConnection(rule: Rule(name: "s", action: .alert, sniMismatch: .block), addressIsWarm: false))
+    }
+
     @Test(arguments: [true, false])
     func tls13WithACachedProbeOrUnderAlertProbesAtTheServerHello(blocking: Bool) throws {
         let r = TestResources()

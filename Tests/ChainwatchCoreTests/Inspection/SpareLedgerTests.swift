@@ -1,0 +1,39 @@
+import Testing
+@testable import ChainwatchCore
+
+/// Which tunnels get a spare connection: one open per upstream on a loop, none for a client whose last one to that
+/// upstream went unused, for the cooldown only, and never decided by another client.
+@Suite struct SpareLedgerTests {
+    let a = SpareLedger.Upstream(address: [192, 0, 2, 1], port: 443)
+    let b = SpareLedger.Upstream(address: [192, 0, 2, 2], port: 443)
+    let alice: [UInt8] = [10, 0, 0, 1], bob: [UInt8] = [10, 0, 0, 2]
+
+    @Test func oneSpareAtATimePerUpstream() {
+        var ledger = SpareLedger()
+        #expect(ledger.mayOpen(a, client: alice, now: 0))
+        ledger.opened(a)
+        #expect(!ledger.mayOpen(a, client: bob, now: 1), "a burst of tunnels to a cold upstream: one spare, not one each")
+        #expect(ledger.mayOpen(b, client: bob, now: 1))
+        ledger.ended(a, used: true, client: alice, now: 2)
+        #expect(ledger.mayOpen(a, client: alice, now: 3) && ledger.mayOpen(a, client: bob, now: 3))
+    }
+
+    @Test func anUnusedSpareCoolsThatClientOnly() {
+        var ledger = SpareLedger(cooldownMilliseconds: 1_000)
+        ledger.opened(a)
+        ledger.ended(a, used: false, client: alice, now: 100)   // alice sent no TLS 1.3 to a
+        #expect(!ledger.mayOpen(a, client: alice, now: 200))
+        #expect(ledger.mayOpen(a, client: bob, now: 200), "one client's traffic must not take the random order from others")
+        #expect(ledger.mayOpen(b, client: alice, now: 200))
+        #expect(ledger.mayOpen(a, client: alice, now: 1_100), "the cooldown ends")
+    }
+
+    @Test func theCoolingRecordIsBounded() {
+        var ledger = SpareLedger(cooldownMilliseconds: 1_000, maxEntries: 4)
+        for i in 0..<10 {
+            ledger.ended(a, used: false, client: [10, 0, 0, UInt8(i)], now: Int64(i))
+            #expect(ledger.counts.cooling <= 4)
+        }
+        #expect(ledger.counts.open == 0)
+    }
+}
