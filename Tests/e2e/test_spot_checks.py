@@ -11,7 +11,11 @@ matched chain). The rate is raised to 2 a second to keep the test short; README 
 
 Run alone: make e2e ARGS="-k spot_checks".
 """
+import random
+import threading
 import time
+
+import pytest
 
 from helpers import read_alert_lines
 from interceptor import Interceptor
@@ -31,26 +35,56 @@ class ForgeFromNowOn:
         return "forger" if self.forging else "genuine"
 
 
-def interception(pki, closing):
+class ForgeWithoutTwin(ForgeFromNowOn):
+    """From `forge()` on, forges a connection whose hello has no twin: no other hello for the same name within the
+    last `window` seconds (a pair at first contact has one; a lone tunnel, or a lone spot check, has none)."""
+
+    def __init__(self, window=0.5):
+        super().__init__()
+        self.window = window
+        self.lock = threading.Lock()
+        self.last = {}
+
+    def __call__(self, index, hello):
+        now = time.monotonic()
+        with self.lock:
+            before = self.last.get(hello.server_name)
+            self.last[hello.server_name] = now
+        lone = before is None or now - before >= self.window
+        return "forger" if self.forging and lone else "genuine"
+
+
+class ForgeSometimes(ForgeFromNowOn):
+    """From `forge()` on, forges each connection with probability `fraction`, whatever it is."""
+
+    def __init__(self, fraction=0.2):
+        super().__init__()
+        self.fraction = fraction
+
+    def __call__(self, index, hello):
+        return "forger" if self.forging and random.random() < self.fraction else "genuine"
+
+
+def interception(pki, closing, policy=None):
     """The genuine server and the forging one (the matched chain), behind an interceptor that forges once told to."""
     genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
     forger = closing(threaded(pki / "matched.fullchain.pem", pki / "matched.key", blob=PAGE))
-    policy = ForgeFromNowOn()
+    policy = policy or ForgeFromNowOn()
     return policy, closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, policy))
 
 
-def proxy(start_proxy, tmp_path, pki, rate):
-    """The pinned block rule of test_tls13_adversary, the matched chain's root trusted (an interception CA installed
-    on the machine): only the pins tell the chains apart."""
+def proxy(start_proxy, tmp_path, pki, rate, action="block"):
+    """The pinned rule of test_tls13_adversary (`action`), the matched chain's root trusted (an interception CA
+    installed on the machine): only the pins tell the chains apart."""
     trusted = tmp_path / "interception-ca.pem"
     trusted.write_text((pki / "matched-root.pem").read_text())
-    return start_proxy("--policy", str(pinned_policy(tmp_path, pki, "block")), "--hosts", str(hosts_file(tmp_path)),
+    return start_proxy("--policy", str(pinned_policy(tmp_path, pki, action)), "--hosts", str(hosts_file(tmp_path)),
                        "--ca", str(trusted),
                        "--probe-timeout", "2", "--grace", "1", "--spot-check-rate", str(rate))
 
 
-def steady_traffic(p, port, policy, forge_after=2.0, seconds=12.0, stop=lambda: False):
-    """A fetch every 0.3 s for `seconds`; the interceptor forges from `forge_after` on. Returns [(t, got page)]."""
+def steady_traffic(p, port, policy, forge_after=2.0, seconds=12.0, stop=lambda: False, every=0.3):
+    """A fetch every `every` s for `seconds`; the interceptor forges from `forge_after` on. Returns [(t, got page)]."""
     fetched = []
     t0 = time.monotonic()
     while time.monotonic() - t0 < seconds and not stop():
@@ -58,7 +92,7 @@ def steady_traffic(p, port, policy, forge_after=2.0, seconds=12.0, stop=lambda: 
             policy.forge()
         ran = curl(p, port, path="/blob", max_time=4)
         fetched.append((time.monotonic() - t0, PAGE in ran.stdout, policy.forging))
-        time.sleep(0.3)
+        time.sleep(every)
     return fetched
 
 
@@ -89,3 +123,34 @@ def test_without_spot_checks_the_same_forger_goes_unseen(start_proxy, tmp_path, 
     forged_pages = sum(1 for _, page, forging in fetched if forging and page)
     assert forged_pages >= 5, f"expected the forger to pass unseen without spot checks: {fetched}"
     assert read_alert_lines(p.alert_log, icpt.port) == []
+
+
+@pytest.mark.parametrize("action", ["block", "alert"])
+@pytest.mark.parametrize("strategy", ["without_twin", "a_fifth"])
+def test_forgers_that_spare_pairs_or_pick_at_random_meet_a_spot_check(start_proxy, tmp_path, pki, closing, strategy, action):
+    """Two more forgers of the issue's list, each under block and alert, with steady traffic of a fetch a second:
+    one that forges only connections with no twin within 0.5 s, with a fetch every 1.5 s (it spares every
+    first-contact pair, forges every lone tunnel, and with them every check that does not fall within 0.5 s of a
+    tunnel: at λ = 1, a check in about half of the 1.5 s cycles, 0.5^12 to miss in 18 s), and one that forges a random fifth of all connections, with a fetch every 0.3 s
+    (a check is made only after a tunnel, so about 3 checks a second at λ = 4, each forged with probability 0.2: none
+    in 18 s with probability 0.8^54). Either is met by a spot check that sees the forged chain: a line with evidence
+    `spot_check`, under block a mark (the next CONNECT is refused) and under alert none. The run stops once caught."""
+    forger = ForgeWithoutTwin() if strategy == "without_twin" else ForgeSometimes()
+    policy, icpt = interception(pki, closing, forger)
+    p = proxy(start_proxy, tmp_path, pki, 1 if strategy == "without_twin" else 4, action=action)
+    spotted = lambda: any(l["chainwatch"].get("evidence") == "spot_check" for l in read_alert_lines(p.alert_log, icpt.port))
+    fetched = steady_traffic(p, icpt.port, policy, seconds=20.0, stop=spotted, every=1.5 if strategy == "without_twin" else 0.3)
+    time.sleep(1.0)   # the line of a check in flight
+    lines = read_alert_lines(p.alert_log, icpt.port)
+    summary = [(l["event"]["reason"], l["chainwatch"].get("evidence")) for l in lines]
+    spot = [l for l in lines if l["chainwatch"].get("evidence") == "spot_check"]
+    assert spot, f"no spot check caught the forger; lines {summary}; fetches {fetched}"
+    assert spot[0]["event"]["reason"] == "root_mismatch" and spot[0]["event"]["action"] == action, spot[0]
+    assert all(page for _, page, forging in fetched if not forging), f"a genuine page was refused: {fetched}"
+    caught_after = fetched[-1][0] if fetched else 0
+    print(f"{strategy} under {action}: caught by a spot check after {len(fetched)} fetches, {caught_after:.1f} s; lines {summary}")
+    after = curl(p, icpt.port, "-w", "%{http_connect}", path="/blob")
+    if action == "block":
+        assert PAGE not in after.stdout and b"403" in after.stdout, after
+    else:
+        assert b"403" not in after.stdout, after
