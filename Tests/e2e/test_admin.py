@@ -250,12 +250,21 @@ def test_policy_reloads_are_counted(admin_proxy, pki):
     p = admin_proxy
     p.policy.write_text(p.policy.read_text() + "\n# edited\n")
     p.proc.send_signal(signal.SIGHUP)
-    time.sleep(0.5)
+    # A reload runs off the loops; on a loaded machine it can take longer than a fixed sleep (CI once saw 0 loaded
+    # after 0.5 s): each count is waited for, 10 s at most.
+    def counted(result, n):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            m = metrics(p.admin_port)
+            if value(m, "chainwatch_policy_reloads_total", result=result) >= n:
+                return m
+            time.sleep(0.1)
+        return metrics(p.admin_port)
+    counted("loaded", 1)
     p.policy.write_text("version: 1\ndefaults:\n  action: blok\n")
-    time.sleep(0.5)
+    time.sleep(0.5)   # the watcher's own reload of the edit, if any, is not a SIGHUP's; the counts below are exact
     p.proc.send_signal(signal.SIGHUP)
-    time.sleep(0.5)
-    m = metrics(p.admin_port)
+    m = counted("rejected", 1)
     assert value(m, "chainwatch_policy_reloads_total", result="loaded") == 1
     assert value(m, "chainwatch_policy_reloads_total", result="rejected") == 1
     info = [dict(k[1]) for k in m if k[0] == "chainwatch_policy_info"][0]
