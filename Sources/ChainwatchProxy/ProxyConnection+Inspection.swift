@@ -17,7 +17,7 @@ extension ProxyConnection {
             self?.post(event)
         }
         self.inspection = inspection
-        inspection.start()   // what it holds comes back as events, queued behind this action
+        inspection.start(spareOpen: spare != nil)   // what it holds comes back as events, queued behind this action
     }
 
     /// Gives the inspection `side`'s new bytes; what they change comes back as events, queued before `.inspected`.

@@ -27,6 +27,7 @@ final class ProxyConnection: ConnectionDelegate {
     /// handed to the inspection's probe, or closed unused once the client's hello is read (or at the close).
     var spare: SpareConnection?
     private var spareConsidered = false
+    private var isClosed = false
     /// The client's first bytes, kept while a redialed tunnel may have to send them again (`ConnectionMachine.replayCopy`).
     private var replayBytes: [UInt8] = []
     var snapshot: PolicySnapshot?
@@ -300,9 +301,9 @@ final class ProxyConnection: ConnectionDelegate {
     }
 
     private func openSpare(to address: SocketAddress) {
-        guard let opened = SpareConnection(loop: worker.loop, address: address) else { return }
+        guard let opened = SpareConnection(loop: worker.loop, address: address, onEnd: { [weak self] in self?.closeSpare() }) else { return }
         spare = opened
-        worker.spares.opened(Self.upstream(address))
+        worker.spares.opened(Self.upstream(address), client: clientKey)
     }
 
     /// The spare's address as the ledger knows it.
@@ -371,10 +372,13 @@ final class ProxyConnection: ConnectionDelegate {
         heldRoom = 0
     }
 
-    /// Closes both sides and leaves the worker. Idempotent.
+    /// Closes both sides and leaves the worker. Idempotent: by a flag of its own, not by whether the sockets are
+    /// open (a refused transparent connection is reset, its client closed, before this runs; it must still leave
+    /// the worker and write its access line).
     private func close() {
         returnHeldRoom()
-        guard client.isOpen || upstream != nil else { return }
+        guard !isClosed else { return }
+        isClosed = true
         // A request (or tunnel) in progress; a keep-alive client idle between requests has none. Its line is written
         // once the inspection has heard of the close, which can decide it (a flight that ended short).
         let record = access.requestLine == nil ? nil

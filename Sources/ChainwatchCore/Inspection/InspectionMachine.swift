@@ -89,10 +89,15 @@ public struct InspectionMachine: Sendable {
     /// its SNI picks the rule; a TLS server never speaks first, so this costs nothing), and under a rule that holds
     /// them, the client's
     /// until its ClientHello is whole (the probe may have to go first, on an upstream connection none has reached).
-    public mutating func start() -> [Action] {
+    ///
+    /// `holdingTheClientHello`: hold the client's bytes until its hello is whole under any rule (a spare connection
+    /// waits beside the tunnel's, for a probe whose hello must be able to leave before the client's: a hello that
+    /// came in pieces would otherwise have its first piece on the way already). A hello is no use to a server until
+    /// it is whole, so this costs the client nothing.
+    public mutating func start(holdingTheClientHello: Bool = false) -> [Action] {
         guard case .watching = phase, !sawServerBytes, !watch.sawClientHello else { return [.impossible("start in \(phase.name)")] }
         var out: [Action] = [.connection(.hold(.upstream, passingUpTo: 0))]
-        if holds {
+        if holds || holdingTheClientHello {
             holdsClientBytes = true
             out.append(.connection(.hold(.client, passingUpTo: 0)))
             arm(.clientHello, settings.clientHoldMilliseconds, &out)
@@ -120,7 +125,9 @@ public struct InspectionMachine: Sendable {
         let stopsHoldingClient = holdsClientBytes && (watch.sawClientHello || need != .moreBytes)
         if stopsHoldingClient { stopHoldingClientBytes(&out) }
         if case .watching = phase { handle(need, resources, &out) }
-        if stopsHoldingClient, !isFinished { out.append(.connection(.flowing(.client))) }
+        // A probe beside the tunnel: the executor lets the client's bytes flow, before or after the probe's start.
+        let besideProbe = !holds && { if case .pairing = phase { true } else { false } }()
+        if stopsHoldingClient, !isFinished, !(besideProbe && !hadHello) { out.append(.connection(.flowing(.client))) }
         return out
     }
 
@@ -148,7 +155,7 @@ public struct InspectionMachine: Sendable {
             case .moreBytes, .probe:
                 // The tunnel's TLS 1.3 handshake, weighed once the probe answers; a probe that stays unanswered
                 // waits behind this connection (under block: the tunnel that lets nothing through may give it up).
-                if firstServerBytes, holds { arm(.pairStall, settings.pairStallMilliseconds, &out) }
+                if firstServerBytes { arm(.pairStall, settings.pairStallMilliseconds, &out) }
             default:
                 // Its own chain (TLS ≤ 1.2), or no handshake: that decides, and the probe is not waited for.
                 pairProbeOutstanding = true
@@ -302,8 +309,13 @@ public struct InspectionMachine: Sendable {
     /// connection closes, and the tunnel waits for the probe. The tunnel gives its connection up (`.redial`; nothing
     /// of the server's has reached the client), the probe is answered, and the tunnel connects again with its
     /// client's bytes replayed, as a probe-first tunnel does.
+    ///
+    /// Under a rule that holds nothing the tunnel's server bytes have passed: the stall is counted, nothing more (the
+    /// probe is weighed whenever it answers).
     private mutating func pairStalled(_ out: inout [Action]) {
-        guard case .pairing(let offer) = phase, passedServerBytes == 0, !tunnelEnded else { return }
+        guard case .pairing(let offer) = phase, !tunnelEnded else { return }
+        guard holds else { return out.append(.countPairStall) }
+        guard passedServerBytes == 0 else { return }
         out.append(.countPairStall)
         out.append(.connection(.redial))
         watch.restartServer()

@@ -63,8 +63,9 @@ public final class Inspector: Sendable {
     /// probes sent alone first (a hello with 0-RTT data), and pairs whose probe stalled behind the tunnel's connection
     /// (a server, or an interceptor, that answers one connection at a time).
     let pairsProbeFirst = Atomic<Int>(0), pairsTunnelFirst = Atomic<Int>(0), probesAlone = Atomic<Int>(0), pairStalls = Atomic<Int>(0)
-    /// First contacts under a rule that holds nothing (alert): probes beside the tunnel, by whose hello left first.
-    let besideProbeFirst = Atomic<Int>(0), besideTunnelFirst = Atomic<Int>(0)
+    /// First contacts under a rule that holds nothing (alert): probes beside the tunnel on a spare, by whose hello
+    /// left first, and probes with no spare (a warm address, a new offer), which connect after the tunnel.
+    let besideProbeFirst = Atomic<Int>(0), besideTunnelFirst = Atomic<Int>(0), besideNoSpare = Atomic<Int>(0)
     /// Spare connections opened beside a tunnel's at its CONNECT (`SpareConnection`): handed to a probe, or closed
     /// unused (a TLS 1.2 hello, an offer with a result, no TLS, a tunnel gone before its hello).
     let sparesHanded = Atomic<Int>(0), sparesUnused = Atomic<Int>(0)

@@ -54,7 +54,8 @@ final class TunnelInspection {
     /// (`ProxyConnection.writeAccess`), on this loop.
     var lateVerdict: ((InspectionOutcome?, ConnectionFacts) -> Void)?
 
-    func start() { run(machine.start()) }
+    /// `spareOpen`: a spare connection waits beside the tunnel's, so the client's hello is held until whole.
+    func start(spareOpen: Bool = false) { run(machine.start(holdingTheClientHello: spareOpen)) }
 
     func clientBytes(_ chunk: UnsafeRawBufferPointer) { run(machine.clientBytes(chunk, resources)) }
 
@@ -93,9 +94,13 @@ final class TunnelInspection {
         case .probeBeside(let offer, let probeFirst):
             // The client's bytes are held; they flow now (their hello leaves in this turn) or on the loop's next turn,
             // after the prober's start, which writes the probe's hello at once on a spare that is connected.
-            if probeFirst { inspector.besideProbeFirst.add(1, ordering: .relaxed) } else { inspector.besideTunnelFirst.add(1, ordering: .relaxed) }
             let spare = takeSpare()
-            if spare != nil { inspector.sparesHanded.add(1, ordering: .relaxed) }
+            if spare == nil {
+                inspector.besideNoSpare.add(1, ordering: .relaxed)   // its probe connects now: a round trip behind
+            } else {
+                inspector.sparesHanded.add(1, ordering: .relaxed)
+                if probeFirst { inspector.besideProbeFirst.add(1, ordering: .relaxed) } else { inspector.besideTunnelFirst.add(1, ordering: .relaxed) }
+            }
             if probeFirst {
                 probe(offer, fresh: false, spare: spare)
                 let release = OnThisLoop { [weak self] in self?.tellConnection(.flowing(.client)) }

@@ -226,6 +226,8 @@ final class ProbeHandshake: ConnectionDelegate {
         guard let report else { return }
         self.report = nil
         timer?.cancel()
+        spare?.close()   // a handshake that failed before it took its spare (a hello it could not mirror)
+        spare = nil
         if let connection {
             if case .success = result, case .openSSL(let client) = client { connection.write(client.closeNotify()) }
             connection.close()

@@ -270,25 +270,28 @@ final class TestResources: InspectionResources {
     /// First contact under alert: nothing is held for a verdict and the tunnel keeps its connection, but the probe
     /// starts at the client's hello, beside the tunnel (on the spare connection opened at the CONNECT), and the
     /// client's bytes are held until the executor lets them flow, before or after the probe's start as the coin
-    /// says. No stall deadline (a tunnel whose server's bytes pass has nothing to give up); the probe is weighed
-    /// against the tunnel's flight whichever answers first.
-    @Test(arguments: [(Int.max, true, true), (1, false, true), (Int.max, true, false), (5, false, false)])
-    func tls13FirstContactUnderAlertProbesBesideTheTunnel(chunk: Int, probeFirst: Bool, probeAnswersFirst: Bool) throws {
+    /// says. With a spare the client's bytes are held from the start until the hello is whole (a hello in pieces
+    /// would otherwise have its first piece on the way). The stall deadline only counts (a tunnel whose server's
+    /// bytes pass has nothing to give up); the probe is weighed against the flight whichever answers first.
+    @Test(arguments: [(Int.max, true, true, true), (1, false, true, true), (Int.max, true, false, false), (5, false, false, true)])
+    func tls13FirstContactUnderAlertProbesBesideTheTunnel(chunk: Int, probeFirst: Bool, probeAnswersFirst: Bool, spare: Bool) throws {
         let r = TestResources()
         r.coins = [probeFirst]
         let probe = try Self.genuineProbe()
         var m = Self.machine(Self.alert, host: "tls13.chainwatch.test")
-        #expect(Self.strings(m.start()) == ["hold(upstream, 0)"])
+        #expect(Self.strings(m.start(holdingTheClientHello: spare))
+                == (spare ? ["hold(upstream, 0)", "hold(client, 0)", "arm(clientHello, 1000)"] : ["hold(upstream, 0)"]))
         #expect(Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), chunk: chunk, r)
-                == ["flowing(upstream)", "hold(client, 0)", probeFirst ? "probeBeside(probe first)" : "probeBeside(tunnel first)"])
+                == ["flowing(upstream)", "hold(client, 0)", probeFirst ? "probeBeside(probe first)" : "probeBeside(tunnel first)"]
+                    + (spare ? ["cancel(clientHello)"] : []), "no flowing(client): the executor lets the hello go")
         #expect(m.phase.name == "pairing")
         if probeAnswersFirst {
             #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"], "the tunnel's flight is waited for")
             #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r) == ["cancel(flight)", "judge(probe)"])
         } else {
-            #expect(Self.decisions(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r)).isEmpty,
-                    "no verdict deadline and no stall deadline under alert")
-            #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["judge(probe)"])
+            #expect(Self.decisions(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r)) == ["arm(pairStall, 500)"],
+                    "no verdict deadline under alert")
+            #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["cancel(pairStall)", "judge(probe)"])
         }
         #expect(Self.strings(m.chainJudged(Self.pass(Self.alert), evidence: Self.evidence, r)) == ["writeFinding(pass)", "release"])
         #expect(m.outcome?.action == nil && m.isFinished)
@@ -303,13 +306,35 @@ final class TestResources: InspectionResources {
         _ = m.start()
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
         _ = Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
-        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
+        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["cancel(pairStall)", "judge(probe)"])
         #expect(Self.strings(m.chainJudged(alerts, evidence: Self.evidence, r)) == ["writeFinding(alert root_mismatch)", "release"])
 
         var failing = Self.machine(Self.alert, host: "tls13.chainwatch.test")
         _ = failing.start()
         _ = Self.feed(&failing, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
         #expect(Self.strings(failing.probeAnswered(.failure("timed out after 5000 ms"), r)) == ["writeFinding(alert probe_failed)", "release"])
+    }
+
+    /// Under alert a probe that stays unanswered while the tunnel's server answered (an interceptor, or a server, that
+    /// serves one connection at a time) is counted, and nothing else: the tunnel keeps its connection and its bytes.
+    @Test func aStallBesideTheTunnelUnderAlertIsOnlyCounted() throws {
+        let r = TestResources()
+        var m = Self.machine(Self.alert, host: "tls13.chainwatch.test")
+        _ = m.start(holdingTheClientHello: true)
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        #expect(Self.decisions(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)) == ["arm(pairStall, 500)"])
+        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall"])
+        #expect(m.phase.name == "pairing")
+        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
+    }
+
+    /// A client under alert with a spare that sends part of a hello and stops: its bytes flow at the deadline.
+    @Test func aPartHelloBesideASpareFlowsAtTheDeadline() throws {
+        let r = TestResources()
+        var m = Self.machine(Self.alert, host: "tls13.chainwatch.test")
+        _ = m.start(holdingTheClientHello: true)
+        #expect(Self.feed(&m, .client, Array(try TLSFixture.bytes("tls13-rsa.c2s.bin").prefix(40)), r).isEmpty)
+        #expect(Self.strings(m.deadlineFired(.clientHello, r)) == ["flowing(client)"])
     }
 
     /// Which tunnels get a spare connection at the CONNECT: a rule that holds nothing, to an address no handshake

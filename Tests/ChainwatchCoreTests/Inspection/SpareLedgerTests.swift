@@ -8,19 +8,20 @@ import Testing
     let b = SpareLedger.Upstream(address: [192, 0, 2, 2], port: 443)
     let alice: [UInt8] = [10, 0, 0, 1], bob: [UInt8] = [10, 0, 0, 2]
 
-    @Test func oneSpareAtATimePerUpstream() {
+    @Test func oneSpareAtATimePerUpstreamAndClient() {
         var ledger = SpareLedger()
         #expect(ledger.mayOpen(a, client: alice, now: 0))
-        ledger.opened(a)
-        #expect(!ledger.mayOpen(a, client: bob, now: 1), "a burst of tunnels to a cold upstream: one spare, not one each")
-        #expect(ledger.mayOpen(b, client: bob, now: 1))
+        ledger.opened(a, client: alice)
+        #expect(!ledger.mayOpen(a, client: alice, now: 1), "a burst of tunnels to a cold upstream: one spare, not one each")
+        #expect(ledger.mayOpen(a, client: bob, now: 1), "alice's open spare (a hello she never finishes) must not deny bob's")
+        #expect(ledger.mayOpen(b, client: alice, now: 1))
         ledger.ended(a, used: true, client: alice, now: 2)
         #expect(ledger.mayOpen(a, client: alice, now: 3) && ledger.mayOpen(a, client: bob, now: 3))
     }
 
     @Test func anUnusedSpareCoolsThatClientOnly() {
         var ledger = SpareLedger(cooldownMilliseconds: 1_000)
-        ledger.opened(a)
+        ledger.opened(a, client: alice)
         ledger.ended(a, used: false, client: alice, now: 100)   // alice sent no TLS 1.3 to a
         #expect(!ledger.mayOpen(a, client: alice, now: 200))
         #expect(ledger.mayOpen(a, client: bob, now: 200), "one client's traffic must not take the random order from others")
