@@ -35,6 +35,9 @@ public struct ProxyConfiguration: Sendable {
     public var heldMemory = HeldBytesBudget.defaultCapacity
     /// Bulk tunnel bytes move by splice(2) once the verdict is in (`--no-splice`: copy them through user space).
     public var spliceBulk = true
+    /// A spare connection beside a tunnel's at its CONNECT, for a first contact's probe under alert (`SpareConnection`;
+    /// `--no-spare-connections`: none).
+    public var spareConnections = true
 
     public init(listen: SocketAddress, threads: Int, hostsFile: String? = nil, allowedClients: [CIDR] = [],
                 allowedPorts: Set<UInt16> = [], maxConnections: Int = 10_000) {

@@ -273,7 +273,7 @@ final class ProxyConnection: ConnectionDelegate {
         // A tunnel's first contact with an address, under a rule that holds nothing: a spare connection beside the
         // tunnel's, the two started in an order drawn at random (InspectionMachine.wantsSpareConnection).
         var spareAfter = false
-        if !spareConsidered, machine.connectsForTunnel, let snapshot, let target = machine.target {
+        if !spareConsidered, worker.configuration.spareConnections, machine.connectsForTunnel, let snapshot, let target = machine.target {
             spareConsidered = true
             let rule = snapshot.policy.rule(for: target.host, port: target.port)
             if InspectionMachine.wantsSpareConnection(rule: rule, addressIsWarm: worker.inspector.prober.isWarm(address)),

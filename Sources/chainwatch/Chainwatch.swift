@@ -132,6 +132,10 @@ struct Run: ParsableCommand {
     @Option(help: "Seconds tunnels may take to finish after SIGTERM/SIGINT.")
     var grace = 10.0
 
+    @Flag(name: .customLong("no-spare-connections"),
+          help: "Open no spare connection beside a tunnel's at its CONNECT (alert rules, an address with no recent probe): a TLS 1.3 first contact's probe then connects once the client's hello is in, after the tunnel's, every time, and an interceptor can tell the two apart by their order. For upstreams that allow one connection per client address.")
+    var noSpareConnections = false
+
     @Flag(name: .customLong("no-splice"), help: "Copy bulk tunnel bytes through the proxy instead of splice(2) (for comparison).")
     var noSplice = false
 
@@ -193,6 +197,7 @@ struct Run: ParsableCommand {
         configuration.halfClosedTimeoutMilliseconds = Int(halfClosedTimeout * 1000)
         configuration.shutdownGraceMilliseconds = Int(grace * 1000)
         configuration.spliceBulk = !noSplice
+        configuration.spareConnections = !noSpareConnections
         configuration.heldMemory = heldMemory << 20
         configuration.allowedDestinations = allowDestination.compactMap(CIDR.init)
         configuration.deniedDestinations = denyDestination.compactMap(CIDR.init)

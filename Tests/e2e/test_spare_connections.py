@@ -181,6 +181,21 @@ def test_a_one_connection_service_that_greets_first_greets_the_client(start_prox
         p.stop()
 
 
+def test_no_spare_connections_opens_none(start_proxy, closing):
+    """`--no-spare-connections`: the first contact's probe connects on its own (counted as beside_no_spare)."""
+    sink = closing(Sink())
+    admin = free_port()
+    p = start_proxy("--admin", f"127.0.0.1:{admin}", "--probe-timeout", "1", "--spot-check-rate", "0", "--no-spare-connections")
+    c, _ = tunnel(p.port, sink.port)
+    c.sendall(client_hello("n.test"))
+    time.sleep(0.3)
+    c.close()
+    counted = metrics(admin)
+    assert value(counted, "chainwatch_first_contacts_total", order="beside_no_spare") == 1, counted
+    assert value(counted, "chainwatch_spare_connections_total", use="probe") == 0, counted
+    assert value(counted, "chainwatch_spare_connections_total", use="none") == 0, counted
+
+
 def test_a_refused_transparent_connection_leaves_the_worker(start_proxy, tmp_path):
     """A connection straight to a --transparent listener (no redirect: its destination is the proxy itself) is reset.
     Before: the reset closed the client first, so the close that followed returned early: the connection was never
