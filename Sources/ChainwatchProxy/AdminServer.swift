@@ -221,7 +221,7 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         }
 
         m.family("chainwatch_first_contacts_total", .counter,
-                 "TLS 1.3 first contacts. Under a rule that holds (block): the probe and the tunnel's connection opened together, by which started first (a coin), or the probe alone first (a hello with 0-RTT data). Under a rule that holds nothing (alert): the probe beside the tunnel on a spare connection, by whose hello left first (beside_probe_first, beside_tunnel_first), or with no spare, connecting after the tunnel (beside_no_spare: an address probed lately for another offer).")
+                 "TLS 1.3 first contacts. Under a rule that holds (block): the probe and the tunnel's connection opened together, by which started first (a coin), or the probe alone first (a hello with 0-RTT data). Under a rule that holds nothing (alert): the probe beside the tunnel on a spare connection, by whose hello left first (beside_probe_first, beside_tunnel_first), or with no spare, connecting after the tunnel (beside_no_spare: a client's second stack at an address within 5 minutes).")
         m.sample("chainwatch_first_contacts_total", ["order": "probe_first"], inspector.pairsProbeFirst.load(ordering: .relaxed))
         m.sample("chainwatch_first_contacts_total", ["order": "tunnel_first"], inspector.pairsTunnelFirst.load(ordering: .relaxed))
         m.sample("chainwatch_first_contacts_total", ["order": "probe_alone"], inspector.probesAlone.load(ordering: .relaxed))
@@ -229,7 +229,7 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         m.sample("chainwatch_first_contacts_total", ["order": "beside_tunnel_first"], inspector.besideTunnelFirst.load(ordering: .relaxed))
         m.sample("chainwatch_first_contacts_total", ["order": "beside_no_spare"], inspector.besideNoSpare.load(ordering: .relaxed))
         m.family("chainwatch_spare_connections_total", .counter,
-                 "Connections opened beside a tunnel's at its CONNECT, to an address with no recent probe, under a rule that holds nothing (alert), so that a first contact's probe can send its hello with the client's: handed to that probe (use=probe; the prober closes it unused when it answers from its cache or a handshake in flight), or closed unused with no byte sent (use=none: no TLS 1.3 first contact, a server that spoke first, no hello within 2 s).")
+                 "Connections opened beside a tunnel's at its CONNECT, for a client's first tunnel to an address in 5 minutes, under a rule that holds nothing (alert), so that a first contact's probe can send its hello with the client's: handed to that probe (use=probe; the prober closes it unused when it answers from its cache or a handshake in flight), or closed unused with no byte sent (use=none: no TLS 1.3 first contact, a server that spoke first, no hello within 2 s).")
         m.sample("chainwatch_spare_connections_total", ["use": "probe"], inspector.sparesHanded.load(ordering: .relaxed))
         m.sample("chainwatch_spare_connections_total", ["use": "none"], inspector.sparesUnused.load(ordering: .relaxed))
         m.family("chainwatch_first_contact_stalls_total", .counter,

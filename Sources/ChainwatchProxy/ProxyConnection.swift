@@ -276,7 +276,7 @@ final class ProxyConnection: ConnectionDelegate {
         if !spareConsidered, worker.configuration.spareConnections, machine.connectsForTunnel, let snapshot, let target = machine.target {
             spareConsidered = true
             let rule = snapshot.policy.rule(for: target.host, port: target.port)
-            if InspectionMachine.wantsSpareConnection(rule: rule, addressIsWarm: worker.inspector.prober.isWarm(address)),
+            if InspectionMachine.wantsSpareConnection(rule: rule),
                worker.spares.mayOpen(Self.upstream(address), client: clientKey, now: worker.loop.cachedMilliseconds) {
                 if Bool.random() { openSpare(to: address) } else { spareAfter = true }
             }
@@ -315,18 +315,17 @@ final class ProxyConnection: ConnectionDelegate {
     func handSpare() -> SpareConnection? {
         guard let spare else { return nil }
         self.spare = nil
-        worker.spares.ended(Self.upstream(spare.address), used: true, client: clientKey, now: worker.loop.cachedMilliseconds)
+        worker.spares.ended(Self.upstream(spare.address), client: clientKey, now: worker.loop.cachedMilliseconds)
         return spare
     }
 
-    /// Closes the spare connection no probe took (`SpareConnection`), counted; its client gets none to that address
-    /// for a while (`SpareLedger`).
+    /// Closes the spare connection no probe took (`SpareConnection`), counted.
     func closeSpare() {
         guard let spare else { return }
         spare.close()
         self.spare = nil
         worker.inspector.sparesUnused.add(1, ordering: .relaxed)
-        worker.spares.ended(Self.upstream(spare.address), used: false, client: clientKey, now: worker.loop.cachedMilliseconds)
+        worker.spares.ended(Self.upstream(spare.address), client: clientKey, now: worker.loop.cachedMilliseconds)
     }
 
     private func splice(from side: Side) {

@@ -133,7 +133,7 @@ struct Run: ParsableCommand {
     var grace = 10.0
 
     @Flag(name: .customLong("no-spare-connections"),
-          help: "Open no spare connection beside a tunnel's at its CONNECT (alert rules, an address with no recent probe): a TLS 1.3 first contact's probe then connects once the client's hello is in, after the tunnel's, every time, and an interceptor can tell the two apart by their order. For upstreams that allow one connection per client address.")
+          help: "Open no spare connection beside a tunnel's at its CONNECT (alert rules, a client's first tunnel to an address in 5 minutes): a TLS 1.3 first contact's probe then connects once the client's hello is in, after the tunnel's, every time, and an interceptor can tell the two apart by their order. For upstreams that allow one connection per client address.")
     var noSpareConnections = false
 
     @Flag(name: .customLong("no-splice"), help: "Copy bulk tunnel bytes through the proxy instead of splice(2) (for comparison).")

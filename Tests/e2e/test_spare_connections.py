@@ -106,8 +106,8 @@ def test_a_probe_that_fails_before_taking_its_spare_closes_it(start_proxy, closi
     sink = closing(Sink())
     admin = free_port()
     p = start_proxy("--admin", f"127.0.0.1:{admin}", "--probe-timeout", "1", "--spot-check-rate", "0")
-    for k in range(10):
-        c, _ = tunnel(p.port, sink.port)
+    for k in range(10):   # a client address each: a client gets one spare per address per 5 minutes
+        c, _ = tunnel(p.port, sink.port, source=f"127.0.1.{k + 1}")
         c.sendall(client_hello(f"x{k}.test", share_len=31))
         time.sleep(0.2)
         c.close()
@@ -126,8 +126,8 @@ def test_a_hello_sent_in_pieces_leaves_whole_and_in_no_fixed_order(start_proxy, 
     sink = closing(Sink())
     p = start_proxy("--probe-timeout", "1", "--spot-check-rate", "0")
     tunnel_first = []
-    for k in range(12):
-        c, _ = tunnel(p.port, sink.port)
+    for k in range(12):   # a client address each, for a first contact (and a spare) each
+        c, _ = tunnel(p.port, sink.port, source=f"127.0.2.{k + 1}")
         hello = client_hello(f"s{k}.test")
         c.sendall(hello[:100])
         time.sleep(0.1)
@@ -179,6 +179,24 @@ def test_a_one_connection_service_that_greets_first_greets_the_client(start_prox
         assert b"220 ready" in got, (k, got)
         c.close()
         p.stop()
+
+
+def test_one_clients_probe_does_not_take_the_spare_from_another(start_proxy, closing):
+    """A client gets one spare per address (its first contact), used or not, and then none for 5 minutes; another
+    client's first contact there still gets its own. (Before, a spare the probe used left its client free to get
+    another on its next tunnel, and one successful probe, any client's, made the address "warm" for every client:
+    this test's server never answers, so it shows the first of those, not the second.)"""
+    sink = closing(Sink())
+    admin = free_port()
+    p = start_proxy("--admin", f"127.0.0.1:{admin}", "--threads", "1", "--probe-timeout", "1", "--spot-check-rate", "0")
+    for source in ("127.0.3.1", "127.0.3.1", "127.0.3.2"):
+        c, _ = tunnel(p.port, sink.port, source=source)
+        c.sendall(client_hello(f"{source}.test"))
+        time.sleep(0.3)
+        c.close()
+    counted = metrics(admin)
+    assert value(counted, "chainwatch_spare_connections_total", use="probe") == 2, counted
+    assert value(counted, "chainwatch_first_contacts_total", order="beside_no_spare") == 1, counted
 
 
 def test_no_spare_connections_opens_none(start_proxy, closing):

@@ -134,12 +134,12 @@ extension InspectionMachine {
         }
     }
 
-    /// Whether a tunnel under `rule` to an address no handshake succeeded with lately (not warm) gets a spare
-    /// connection beside its own at the CONNECT: a rule that holds nothing probes beside the tunnel at first contact
-    /// (`.probeBeside`), and the spare lets that probe's hello leave with the client's. A rule that holds the server's
-    /// bytes pairs two fresh connections instead (`.pair`), and a warm address has probe results to use.
-    public static func wantsSpareConnection(rule: Rule, addressIsWarm: Bool) -> Bool {
-        !holds(rule) && !addressIsWarm
+    /// Whether a tunnel under `rule` may get a spare connection beside its own at the CONNECT (`SpareLedger` says
+    /// whether its client has had one to that address lately): a rule that holds nothing probes beside the tunnel at
+    /// first contact (`.probeBeside`), and the spare lets that probe's hello leave with the client's. A rule that
+    /// holds the server's bytes pairs two fresh connections instead (`.pair`).
+    public static func wantsSpareConnection(rule: Rule) -> Bool {
+        !holds(rule)
     }
 
     /// Block-like dispositions hold the server's bytes until the verdict.

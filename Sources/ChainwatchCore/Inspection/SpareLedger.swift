@@ -2,15 +2,16 @@
 /// and addresses may): one loop's record of the spares it has open and of the ones that went unused. Pure; the
 /// executor tells it what happened and asks before it opens one.
 ///
-/// Without it, a spare would double the connections to an upstream exactly when it is busiest with new work: a burst
-/// of tunnels to a cold address (each its own spare, before the first probe has made it warm), or every tunnel to a
-/// service that does not speak TLS 1.3 (no probe ever takes its spare, and it never becomes warm). So:
-/// - at most one spare per upstream address and client is open at a time on a loop (the first tunnel's probe is the
-///   one the others wait for; theirs would be closed unused). Per client: one client that keeps a spare open (a
-///   hello it never finishes) must not take the random order from other clients' first contacts there;
-/// - a spare closed unused (a TLS 1.2 hello, no TLS, an offer with a cached result) keeps that client from another
-///   spare to that address for `cooldownMilliseconds`. Keyed by the client too: one client that sends no TLS to an
-///   address must not take the spare, and with it the random order, from every other client's first contact there.
+/// A client's first contact with an address is what the spare is for: its probe, for its offer. Its later tunnels
+/// there find their offer's result cached (no probe), or speak no TLS 1.3 at all, and a spare would only double
+/// their connections, a burst of tunnels or a service that does not speak TLS 1.3 above all. So a client gets one
+/// spare to an address, then none for `cooldownMilliseconds` (the probe cache's lifetime), used or not:
+/// - at most one is open at a time per upstream address and client on a loop (a burst of tunnels: the first one's
+///   probe is the one the others wait for);
+/// - one is handed out at most once per cooldown per upstream address and client.
+/// Everything is keyed by the client: what one client does (a hello it never finishes, no TLS, a probe another
+/// client's stack made) must not take the spare, and with it the random order, from another client's first
+/// contact. A client whose stack changes within the cooldown (another browser at the same address) gets none.
 public struct SpareLedger: Sendable {
     /// An upstream address (4 or 16 bytes) and port.
     public struct Upstream: Hashable, Sendable {
@@ -46,11 +47,11 @@ public struct SpareLedger: Sendable {
         open.insert(Cooling(upstream: upstream, client: client))
     }
 
-    /// The spare to `upstream` was handed to a probe (`used`), or closed unused.
-    public mutating func ended(_ upstream: Upstream, used: Bool, client: [UInt8], now: Int64) {
+    /// The spare to `upstream` was handed to a probe, or closed unused: either way, `client` gets no other spare there
+    /// for the cooldown.
+    public mutating func ended(_ upstream: Upstream, client: [UInt8], now: Int64) {
         let key = Cooling(upstream: upstream, client: client)
         open.remove(key)
-        guard !used else { return }
         if cooling[key] == nil, cooling.count >= maxEntries {
             cooling = cooling.filter { $0.value > now }
             if cooling.count >= maxEntries { cooling.removeAll() }   // forgetting costs a spare each, no more

@@ -139,13 +139,6 @@ public final class Prober: Sendable {
     /// Handshakes running now. Each holds a socket, so the proxy counts them against `--max-connections`.
     public var inFlight: Int { table.withLock { $0.inFlight } }
 
-    /// Whether a handshake with `address` succeeded within the success TTL, for any offer: a tunnel to it is no first
-    /// contact with the address (its client's offer may still be new), and gets no spare connection.
-    public func isWarm(_ address: SocketAddress) -> Bool {
-        let time = now()
-        return table.withLock { table in table.warmAddresses[address].map { time < $0 } ?? false }
-    }
-
     /// Whether a result for `key` is cached and not expired (a probe for it would be answered at once).
     public func hasResult(for key: ProbeKey) -> Bool {
         let time = now()
@@ -171,10 +164,7 @@ public final class Prober: Sendable {
     @discardableResult
     public func removeAll() -> Int {
         table.withLock { table in
-            defer {
-                table.results.keep { _, _ in false }
-                table.warmAddresses.removeAll()
-            }
+            defer { table.results.keep { _, _ in false } }
             return table.results.count
         }
     }
@@ -287,7 +277,6 @@ public final class Prober: Sendable {
             table.release(key)
             if keep {
                 table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries, maxBytes: maxBytes)
-                if case .success = result { table.warm(key.address, until: time + ttl, now: time, maxEntries: maxEntries) }
             }
             return waiters
         }
@@ -347,17 +336,6 @@ extension Prober {
         /// Handshakes started or queued by each client (`probe(client:)`), and the client of each such key.
         var byClient: [[UInt8]: Int] = [:]
         var clientOf: [ProbeKey: [UInt8]] = [:]
-        /// Addresses a handshake succeeded with lately, until when (`isWarm`): at most `maxEntries`, expired ones
-        /// dropped when full, and all of them when still full (a forgotten address costs a spare connection, no more).
-        var warmAddresses: [SocketAddress: Int64] = [:]
-
-        mutating func warm(_ address: SocketAddress, until expires: Int64, now: Int64, maxEntries: Int) {
-            if warmAddresses[address] == nil, warmAddresses.count >= maxEntries {
-                warmAddresses = warmAddresses.filter { $0.value > now }
-                if warmAddresses.count >= maxEntries { warmAddresses.removeAll() }
-            }
-            warmAddresses[address] = expires
-        }
 
         /// The key's handshake is over (answered, or failed waiting): its client's share is free again.
         mutating func release(_ key: ProbeKey) {

@@ -337,13 +337,12 @@ final class TestResources: InspectionResources {
         #expect(Self.strings(m.deadlineFired(.clientHello, r)) == ["flowing(client)"])
     }
 
-    /// Which tunnels get a spare connection at the CONNECT: a rule that holds nothing, to an address no handshake
-    /// succeeded with lately. Under block the pair opens two fresh connections instead.
+    /// Which rules give a tunnel a spare connection at the CONNECT: one that holds nothing. Under block the pair
+    /// opens two fresh connections instead.
     @Test func aSpareConnectionIsForAFirstContactUnderAlert() {
-        #expect(Machine.wantsSpareConnection(rule: Self.alert, addressIsWarm: false))
-        #expect(!Machine.wantsSpareConnection(rule: Self.alert, addressIsWarm: true))
-        #expect(!Machine.wantsSpareConnection(rule: Self.block, addressIsWarm: false))
-        #expect(!Machine.wantsSpareConnection(rule: Rule(name: "s", action: .alert, sniMismatch: .block), addressIsWarm: false))
+        #expect(Machine.wantsSpareConnection(rule: Self.alert))
+        #expect(!Machine.wantsSpareConnection(rule: Self.block))
+        #expect(!Machine.wantsSpareConnection(rule: Rule(name: "s", action: .alert, sniMismatch: .block)))
     }
 
     @Test(arguments: [true, false])

@@ -15,14 +15,15 @@ import Testing
         #expect(!ledger.mayOpen(a, client: alice, now: 1), "a burst of tunnels to a cold upstream: one spare, not one each")
         #expect(ledger.mayOpen(a, client: bob, now: 1), "alice's open spare (a hello she never finishes) must not deny bob's")
         #expect(ledger.mayOpen(b, client: alice, now: 1))
-        ledger.ended(a, used: true, client: alice, now: 2)
-        #expect(ledger.mayOpen(a, client: alice, now: 3) && ledger.mayOpen(a, client: bob, now: 3))
+        ledger.ended(a, client: alice, now: 2)
+        #expect(!ledger.mayOpen(a, client: alice, now: 3), "alice's first contact there has had its spare")
+        #expect(ledger.mayOpen(a, client: bob, now: 3), "bob's first contact is his own: alice's probe does not decide it")
     }
 
-    @Test func anUnusedSpareCoolsThatClientOnly() {
+    @Test func aSpareCoolsThatClientOnly() {
         var ledger = SpareLedger(cooldownMilliseconds: 1_000)
         ledger.opened(a, client: alice)
-        ledger.ended(a, used: false, client: alice, now: 100)   // alice sent no TLS 1.3 to a
+        ledger.ended(a, client: alice, now: 100)   // alice sent no TLS 1.3 to a, or her probe took it
         #expect(!ledger.mayOpen(a, client: alice, now: 200))
         #expect(ledger.mayOpen(a, client: bob, now: 200), "one client's traffic must not take the random order from others")
         #expect(ledger.mayOpen(b, client: alice, now: 200))
@@ -32,7 +33,7 @@ import Testing
     @Test func theCoolingRecordIsBounded() {
         var ledger = SpareLedger(cooldownMilliseconds: 1_000, maxEntries: 4)
         for i in 0..<10 {
-            ledger.ended(a, used: false, client: [10, 0, 0, UInt8(i)], now: Int64(i))
+            ledger.ended(a, client: [10, 0, 0, UInt8(i)], now: Int64(i))
             #expect(ledger.counts.cooling <= 4)
         }
         #expect(ledger.counts.open == 0)
