@@ -4,6 +4,7 @@ import Glibc
 #endif
 import COpenSSL
 import Foundation
+import Synchronization
 
 /// Faults the builtin upstream can inject so tests can prove the bench notices them.
 enum Fault: String, Sendable, Codable {
@@ -26,6 +27,9 @@ final class BuiltinUpstream: @unchecked Sendable {
     let fault: Fault?
     private var connections: [ObjectIdentifier: UpstreamConnection] = [:]
     private let finished = DispatchSemaphore(value: 0)
+    /// TLS connections accepted so far: beside the sessions a run started, what a proxy adds upstream (its probes,
+    /// spot checks and spare connections).
+    let tlsAccepted = Atomic<Int>(0)
 
     /// Binds both listeners (port 0 picks free ports) and starts serving on a new thread.
     init(tls: TLSContext, bodyBytes: Int, fault: Fault?, tlsPort: UInt16 = 0, rawPort: UInt16 = 0) throws(BenchError) {
@@ -87,6 +91,7 @@ final class BuiltinUpstream: @unchecked Sendable {
         if raw {
             bev = bufferevent_socket_new(base, fd, EV.closeOnFree)
         } else {
+            tlsAccepted.add(1, ordering: .relaxed)
             guard let ssl = SSL_new(tls.raw) else { close(fd); return }
             bev = bufferevent_openssl_socket_new(base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING, EV.closeOnFree)
             if let bev { bufferevent_openssl_set_allow_dirty_shutdown(bev, 1) }
@@ -112,7 +117,7 @@ private final class UpstreamConnection {
     unowned let server: BuiltinUpstream
     let bev: OpaquePointer
     let raw: Bool
-    enum Phase { case command, sending(total: Int), receiving(total: Int), closingAfterWrite, closed }
+    enum Phase { case command, sending(total: Int), receiving(total: Int), closingAfterWrite, lingering, closed }
     var phase = Phase.command
     var offset = 0
     var scratch = [UInt8](repeating: 0, count: Pattern.blockSize)
@@ -193,19 +198,19 @@ private final class UpstreamConnection {
                 if available == 0 { return }
                 let chunk = min(evbuffer_get_contiguous_space(input), total - offset)
                 guard chunk > 0, let bytes = evbuffer_pullup(input, chunk) else {
-                    write(bev, "BAD \(offset) more bytes than announced\n"); closeWhenFlushed(); return
+                    write(bev, "BAD \(offset) more bytes than announced\n"); rejectWhenFlushed(); return
                 }
                 let corruptAt = total / 2
                 if server.fault == .corrupt, corruptAt >= offset, corruptAt < offset + chunk {
                     bytes[corruptAt - offset] ^= 0x01
                 }
                 if let bad = Pattern.firstMismatch(bytes, offset: offset, count: chunk) {
-                    write(bev, "BAD \(bad) byte differs\n"); closeWhenFlushed(); return
+                    write(bev, "BAD \(bad) byte differs\n"); rejectWhenFlushed(); return
                 }
                 evbuffer_drain(input, chunk)
                 offset += chunk
                 if offset == total { write(bev, "OK \(total)\n"); closeWhenFlushed(); return }
-            case .sending, .closingAfterWrite, .closed:
+            case .sending, .closingAfterWrite, .lingering, .closed:
                 evbuffer_drain(input, evbuffer_get_length(input))
                 return
             }
@@ -217,8 +222,19 @@ private final class UpstreamConnection {
         case .sending: refill()
         case .closingAfterWrite:
             if evbuffer_get_length(bufferevent_get_output(bev)) == 0 { closeCleanly() }
+        case .lingering:
+            if evbuffer_get_length(bufferevent_get_output(bev)) == 0 { shutdown(bufferevent_getfd(bev), Int32(SHUT_WR)) }
         default: break
         }
+    }
+
+    /// A rejected upload: the verdict line is sent, then the write side shut, and the rest of the upload read and
+    /// dropped until the client closes (the event callback). Closing at once, with upload bytes unread, resets the
+    /// connection, and the client could see the reset before the line.
+    func rejectWhenFlushed() {
+        phase = .lingering
+        bufferevent_setwatermark(bev, Int16(EV_WRITE), 0, 0)
+        if evbuffer_get_length(bufferevent_get_output(bev)) == 0 { shutdown(bufferevent_getfd(bev), Int32(SHUT_WR)) }
     }
 
     func closeWhenFlushed() {

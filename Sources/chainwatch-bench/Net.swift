@@ -4,7 +4,7 @@ import Glibc
 #endif
 
 /// An IPv4 host and port, as given on the command line (`127.0.0.1:3128`).
-struct Endpoint: Sendable, Codable, CustomStringConvertible {
+struct Endpoint: Sendable, Codable, Equatable, CustomStringConvertible {
     let host: String
     let port: UInt16
 

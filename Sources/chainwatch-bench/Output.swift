@@ -59,6 +59,12 @@ func renderTable(_ report: Report) -> String {
         guard let redirected = run.redirected else { continue }
         out += "redirected \(run.label): \(redirected) connections for \(run.kinds.reduce(0) { $0 + $1.started }) sessions started\n"
     }
+    for run in report.runs {
+        guard let upstream = run.upstreamConnections else { continue }
+        let started = run.kinds.reduce(0) { $0 + $1.started }
+        let extra = started > 0 ? " (\(number(Double(upstream - started) * 100 / Double(started), 2)) % more)" : ""
+        out += "upstream TLS connections \(run.label): \(upstream) for \(started) sessions started\(extra)\n"
+    }
     out += report.ok ? "result: ok\n" : "result: FAILED (\(report.problems.count) problem(s))\n"
     return out
 }

@@ -95,6 +95,9 @@ struct RunResult: Codable, Sendable {
     /// `--via transparent`: connections the bench's redirect rule sent to the transparent listener during this run
     /// (its nftables counter); every session's connection must be one, or some went to the upstream straight.
     var redirected: Int? = nil
+    /// TLS connections the builtin upstream accepted during this run (nil with another upstream): one per session,
+    /// and what the proxy added (probes, spot checks, spare connections).
+    var upstreamConnections: Int? = nil
     var ok: Bool
 }
 

@@ -238,6 +238,9 @@ final class Runner {
                          source: String? = nil) throws(BenchError) -> RunResult {
         var settings = ClientSettings(firstHop: firstHop ?? tlsUpstream, viaProxy: firstHop != nil,
                                       tlsUpstream: tlsUpstream, rawUpstream: rawUpstream)
+        // Counted only when the sessions' HTTPS upstream is the builtin one.
+        let builtin = upstream.flatMap { $0.tlsAddress == tlsUpstream ? $0 : nil }
+        let acceptedBefore = builtin?.tlsAccepted.load(ordering: .relaxed)
         settings.socks = socks
         settings.sourceAddress = source
         if let version {
@@ -328,8 +331,9 @@ final class Runner {
         }
         let held = plan.scenario == .idle ? shared.established.load(ordering: .relaxed) : nil
         let ok = kindResults.allSatisfy { $0.failed == 0 && $0.countsAddUp } && (held.map { $0 >= plan.concurrency } ?? true)
+        let upstreamConnections = acceptedBefore.flatMap { before in builtin.map { $0.tlsAccepted.load(ordering: .relaxed) - before } }
         return RunResult(label: label, scenario: plan.scenario.rawValue, target: target, tls: version?.rawValue, policy: policy,
                          concurrency: plan.concurrency, elapsedSeconds: (elapsed * 1000).rounded() / 1000,
-                         kinds: kindResults, proxy: usage, idleTunnelsHeld: held, ok: ok)
+                         kinds: kindResults, proxy: usage, idleTunnelsHeld: held, upstreamConnections: upstreamConnections, ok: ok)
     }
 }
