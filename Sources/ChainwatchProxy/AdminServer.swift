@@ -242,6 +242,13 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         m.sample("chainwatch_spot_checks_total", ["result": "clean"], spot.clean)
         m.sample("chainwatch_spot_checks_total", ["result": "finding"], spot.findings)
         m.sample("chainwatch_spot_checks_total", ["result": "failed"], spot.failed)
+        m.family("chainwatch_spot_checks_started_total", .counter,
+                 "Spot checks started, by kind: alone (at the moment drawn) or beside (on a spare connection beside the next tunnel to the upstream, its hello first; --spot-check-beside).")
+        m.sample("chainwatch_spot_checks_started_total", ["kind": "alone"], spot.started - spot.beside)
+        m.sample("chainwatch_spot_checks_started_total", ["kind": "beside"], spot.beside)
+        m.family("chainwatch_spot_checks_due_total", .counter,
+                 "Spot checks drawn to go beside the next tunnel to their upstream (those with no tunnel within 5 minutes lapse).")
+        m.sample("chainwatch_spot_checks_due_total", [:], spot.besideDue)
 
         let probe = inspector.prober.counters
         let probeSizes = inspector.prober.sizes

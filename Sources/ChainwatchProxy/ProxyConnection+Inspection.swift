@@ -11,9 +11,10 @@ extension ProxyConnection {
         facts.upstreamIP = connectedAddress.ip
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
                                           upstreamAddress: connectedAddress, client: clientAddress.addressBytes,
-                                          spotChecks: worker.spotChecks,
+                                          spotChecks: worker.spotChecks, carriesSpotCheck: carriesSpotCheck,
                                           holdLimit: worker.configuration.connectionLimits.holdLimit,
-                                          takeSpare: { [weak self] in self?.handSpare() }) { [weak self] event in
+                                          takeSpare: { [weak self] in self?.handSpare() },
+                                          spareIsOpen: { [weak self] in self?.spare != nil }) { [weak self] event in
             self?.post(event)
         }
         self.inspection = inspection

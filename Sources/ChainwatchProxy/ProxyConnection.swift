@@ -27,6 +27,9 @@ final class ProxyConnection: ConnectionDelegate {
     /// handed to the inspection's probe, or closed unused once the client's hello is read (or at the close).
     var spare: SpareConnection?
     private var spareConsidered = false
+    /// The tunnel carries a spot check due at its address (`SpotChecker.takeDue`): its spare is the check's, opened
+    /// first, and kept out of the first-contact ledger.
+    private(set) var carriesSpotCheck = false
     private var isClosed = false
     /// The client's first bytes, kept while a redialed tunnel may have to send them again (`ConnectionMachine.replayCopy`).
     private var replayBytes: [UInt8] = []
@@ -275,9 +278,13 @@ final class ProxyConnection: ConnectionDelegate {
         var spareAfter = false
         if !spareConsidered, worker.configuration.spareConnections, machine.connectsForTunnel, let snapshot, let target = machine.target {
             spareConsidered = true
-            let rule = snapshot.policy.rule(for: target.host, port: target.port)
-            if InspectionMachine.wantsSpareConnection(rule: rule),
-               worker.spares.mayOpen(Self.upstream(address), client: clientKey, now: worker.loop.cachedMilliseconds) {
+            let now = worker.loop.cachedMilliseconds
+            if worker.inspector.spotChecker.takeDue(address, now: now) {
+                // A spot check rides beside this tunnel, under any rule: its connection first, as its hello will be.
+                carriesSpotCheck = true
+                openSpare(to: address)
+            } else if InspectionMachine.wantsSpareConnection(rule: snapshot.policy.rule(for: target.host, port: target.port)),
+                      worker.spares.mayOpen(Self.upstream(address), client: clientKey, now: now) {
                 if Bool.random() { openSpare(to: address) } else { spareAfter = true }
             }
         }
@@ -303,7 +310,7 @@ final class ProxyConnection: ConnectionDelegate {
     private func openSpare(to address: SocketAddress) {
         guard let opened = SpareConnection(loop: worker.loop, address: address, onEnd: { [weak self] in self?.closeSpare() }) else { return }
         spare = opened
-        worker.spares.opened(Self.upstream(address), client: clientKey)
+        if !carriesSpotCheck { worker.spares.opened(Self.upstream(address), client: clientKey) }
     }
 
     /// The spare's address as the ledger knows it.
@@ -315,7 +322,7 @@ final class ProxyConnection: ConnectionDelegate {
     func handSpare() -> SpareConnection? {
         guard let spare else { return nil }
         self.spare = nil
-        worker.spares.ended(Self.upstream(spare.address), client: clientKey, now: worker.loop.cachedMilliseconds)
+        if !carriesSpotCheck { worker.spares.ended(Self.upstream(spare.address), client: clientKey, now: worker.loop.cachedMilliseconds) }
         return spare
     }
 
@@ -325,7 +332,7 @@ final class ProxyConnection: ConnectionDelegate {
         spare.close()
         self.spare = nil
         worker.inspector.sparesUnused.add(1, ordering: .relaxed)
-        worker.spares.ended(Self.upstream(spare.address), client: clientKey, now: worker.loop.cachedMilliseconds)
+        if !carriesSpotCheck { worker.spares.ended(Self.upstream(spare.address), client: clientKey, now: worker.loop.cachedMilliseconds) }
     }
 
     private func splice(from side: Side) {

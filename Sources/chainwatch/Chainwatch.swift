@@ -85,8 +85,12 @@ struct Run: ParsableCommand {
     var maxProbes = 256
 
     @Option(name: .customLong("spot-check-rate"),
-            help: "Spot checks a second per upstream in use (a tunnel relied on its cached TLS 1.3 probe in the last 30 s; at most one check per such tunnel): probes made afresh at random times, with the mirrored hello of a recent client; a chain other than the cached one is judged like a tunnel's (evidence spot_check). A forger who forges every connection for t seconds of use goes unseen with probability e^(-rate*t): 0.7 % after 20 s at the default. 0 turns them off.")
+            help: "Spot checks a second per upstream in use (a tunnel relied on its cached TLS 1.3 probe in the last 30 s; at most one check per such tunnel): probes made afresh at random times, with the mirrored hello of a recent client; a chain other than the cached one is judged like a tunnel's (evidence spot_check). A forger who forges every connection for t seconds of use goes unseen with probability e^(-rate*t): 0.25 % after 20 s at the default. 0 turns them off.")
     var spotCheckRate = SpotChecker.defaultRate
+
+    @Option(name: .customLong("spot-check-beside"),
+            help: "The fraction of spot checks made beside the next tunnel to the upstream (a spare connection at its CONNECT, the check's hello sent just before the client's) instead of at the moment drawn. Beside a tunnel a check is met by a forger who forges connections with no twin before them; alone, by one who waits to see whether another hello follows. 0 with --no-spare-connections.")
+    var spotCheckBeside = SpotChecker.defaultBesideFraction
 
     @Option(name: .customLong("large-handshake-memory"),
             help: "MiB all tunnels and probes may hold at once for server handshake messages over 224 KiB (Certificate messages up to the protocol's 16 MiB; real chains stop near 210 KB). One that finds no room is oversized_handshake (under block: the client gets nothing). 0 reads none.")
@@ -133,7 +137,7 @@ struct Run: ParsableCommand {
     var grace = 10.0
 
     @Flag(name: .customLong("no-spare-connections"),
-          help: "Open no spare connection beside a tunnel's at its CONNECT (alert rules, a client's first tunnel to an address in 5 minutes): a TLS 1.3 first contact's probe then connects once the client's hello is in, after the tunnel's, every time, and an interceptor can tell the two apart by their order. For upstreams that allow one connection per client address.")
+          help: "Open no spare connection beside a tunnel's at its CONNECT (alert rules, a client's first tunnel to an address in 5 minutes): a TLS 1.3 first contact's probe then connects once the client's hello is in, after the tunnel's, every time, and an interceptor can tell the two apart by their order; every spot check is then made alone (--spot-check-beside 0). For upstreams that allow one connection per client address.")
     var noSpareConnections = false
 
     @Flag(name: .customLong("no-splice"), help: "Copy bulk tunnel bytes through the proxy instead of splice(2) (for comparison).")
@@ -160,6 +164,7 @@ struct Run: ParsableCommand {
         guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard maxProbes >= 1 else { throw ValidationError("--max-probes must be at least 1") }
         guard spotCheckRate >= 0, spotCheckRate <= 100 else { throw ValidationError("--spot-check-rate must be between 0 and 100") }
+        guard spotCheckBeside >= 0, spotCheckBeside <= 1 else { throw ValidationError("--spot-check-beside must be between 0 and 1") }
         guard (0...65_536).contains(largeHandshakeMemory) else { throw ValidationError("--large-handshake-memory must be 0 to 65536 (MiB)") }
         guard (1...65_536).contains(cacheMemory) else { throw ValidationError("--cache-memory must be 1 to 65536 (MiB)") }
         guard (1...65_536).contains(heldMemory) else { throw ValidationError("--held-memory must be 1 to 65536 (MiB)") }
@@ -218,7 +223,8 @@ struct Run: ParsableCommand {
                                 maxInFlight: min(maxProbes, maxConnections), largeHandshakes: largeHandshakes)
             let known = try intermediates.map { try certificates(inPEMFile: $0, option: "--intermediates") } ?? []
             inspector = Inspector(policies: reloader.store, cache: cache, prober: prober,
-                                  spotChecker: SpotChecker(ratePerSecond: spotCheckRate), alerts: alerts, accessLog: access, logger: logger,
+                                  spotChecker: SpotChecker(ratePerSecond: spotCheckRate,
+                                                           besideFraction: noSpareConnections ? 0 : spotCheckBeside), alerts: alerts, accessLog: access, logger: logger,
                                   intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: threads),
                                   largeHandshakes: largeHandshakes)
         } catch {

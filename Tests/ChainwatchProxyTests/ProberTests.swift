@@ -134,6 +134,47 @@ struct ProberTests {
         #expect(prober.counters == .init(started: 4, cacheHits: 2, waitersAttached: 0, succeeded: 4, failed: 0))
     }
 
+    /// A spot check takes the cached success out and probes afresh; one that gets no chain puts it back (with its own
+    /// expiry), so its failure is not what the next tunnels are answered with; a success cached since is kept.
+    @Test func aSpotCheckThatFailsPutsThePreviousSuccessBack() throws {
+        let server = try OpenSSLServer(genuine: ["-tls1_3"])
+        defer { server.stop() }
+        let relay = try CountingRelay(upstreamPort: server.port)
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let clock = ManualClock()
+        let prober = Prober(successTTLMilliseconds: 60_000, failureTTLMilliseconds: 5_000, clock: clock.read)
+        let probeKey = key(port: relay.port)
+        let first = try #require(prober.probeAndWait(probeKey, from: loop))
+        #expect(first.result.chain != nil)
+        #expect(prober.checkOut(key(port: relay.port &+ 1)) == nil, "nothing cached for another key")
+
+        clock.advance(10_000)
+        let previous = try #require(prober.checkOut(probeKey))
+        #expect(previous.chainDigest != nil && !prober.hasResult(for: probeKey))
+        relay.stop()   // the check's handshake fails
+        #expect(prober.probeAndWait(probeKey, from: loop)?.result.chain == nil)
+        prober.restore(probeKey, previous)
+        let again = try #require(prober.probeAndWait(probeKey, from: loop))
+        #expect(again.result == first.result, "the success, not the check's cached failure")
+        clock.advance(50_000)
+        #expect(!prober.hasResult(for: probeKey), "restored with its own expiry, not a new one")
+        prober.restore(probeKey, previous)
+        #expect(!prober.hasResult(for: probeKey), "an expired result is not put back")
+
+        // A success cached since the check began stays.
+        let relay2 = try CountingRelay(upstreamPort: server.port)
+        defer { relay2.stop() }
+        let other = key(port: relay2.port)
+        _ = try #require(prober.probeAndWait(other, from: loop))
+        let taken = try #require(prober.checkOut(other))
+        _ = try #require(prober.probeAndWait(other, from: loop))
+        prober.restore(other, taken)
+        #expect(relay2.accepted == 2)
+        #expect(prober.probeAndWait(other, from: loop)?.result.chain != nil)
+        #expect(relay2.accepted == 2, "answered from the cache")
+    }
+
     @Test func failureIsCachedForTheShortTTL() throws {
         let loop = try LoopThread(index: 0)
         defer { loop.stop() }

@@ -17,8 +17,11 @@ import time
 
 import pytest
 
-from helpers import read_alert_lines
+from helpers import OpenSSLServer, free_port, read_alert_lines
 from interceptor import Interceptor
+from test_admin import metrics, value
+from test_genuine_servers import STATUS_PAGE
+from test_probe_is_the_client import cffi
 from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
 
 
@@ -73,24 +76,27 @@ def interception(pki, closing, policy=None):
     return policy, closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, policy))
 
 
-def proxy(start_proxy, tmp_path, pki, rate, action="block"):
+def proxy(start_proxy, tmp_path, pki, rate, action="block", beside=None, *more):
     """The pinned rule of test_tls13_adversary (`action`), the matched chain's root trusted (an interception CA
-    installed on the machine): only the pins tell the chains apart."""
+    installed on the machine): only the pins tell the chains apart. `beside`: `--spot-check-beside` (None: the
+    default)."""
     trusted = tmp_path / "interception-ca.pem"
     trusted.write_text((pki / "matched-root.pem").read_text())
+    extra = ["--spot-check-beside", str(beside)] if beside is not None else []
     return start_proxy("--policy", str(pinned_policy(tmp_path, pki, action)), "--hosts", str(hosts_file(tmp_path)),
                        "--ca", str(trusted),
-                       "--probe-timeout", "2", "--grace", "1", "--spot-check-rate", str(rate))
+                       "--probe-timeout", "2", "--grace", "1", "--spot-check-rate", str(rate), *extra, *more)
 
 
-def steady_traffic(p, port, policy, forge_after=2.0, seconds=12.0, stop=lambda: False, every=0.3):
-    """A fetch every `every` s for `seconds`; the interceptor forges from `forge_after` on. Returns [(t, got page)]."""
+def steady_traffic(p, port, policy, forge_after=2.0, seconds=12.0, stop=lambda: False, every=0.3, fetch=None):
+    """A fetch every `every` s for `seconds` (`fetch(proxy, port)`: curl by default); the interceptor forges from
+    `forge_after` on. Returns [(t, got page, forging)]."""
     fetched = []
     t0 = time.monotonic()
     while time.monotonic() - t0 < seconds and not stop():
         if time.monotonic() - t0 >= forge_after:
             policy.forge()
-        ran = curl(p, port, path="/blob", max_time=4)
+        ran = fetch(p, port) if fetch else curl(p, port, path="/blob", max_time=4)
         fetched.append((time.monotonic() - t0, PAGE in ran.stdout, policy.forging))
         time.sleep(every)
     return fetched
@@ -126,31 +132,77 @@ def test_without_spot_checks_the_same_forger_goes_unseen(start_proxy, tmp_path, 
 
 
 @pytest.mark.parametrize("action", ["block", "alert"])
-@pytest.mark.parametrize("strategy", ["without_twin", "a_fifth"])
+@pytest.mark.parametrize("strategy", ["without_twin", "without_twin_chrome", "a_fifth"])
 def test_forgers_that_spare_pairs_or_pick_at_random_meet_a_spot_check(start_proxy, tmp_path, pki, closing, strategy, action):
-    """Two more forgers of the issue's list, each under block and alert, with steady traffic of a fetch a second:
-    one that forges only connections with no twin within 0.5 s, with a fetch every 1.5 s (it spares every
-    first-contact pair, forges every lone tunnel, and with them every check that does not fall within 0.5 s of a
-    tunnel: at λ = 1, a check in about half of the 1.5 s cycles, 0.5^12 to miss in 18 s), and one that forges a random fifth of all connections, with a fetch every 0.3 s
-    (a check is made only after a tunnel, so about 3 checks a second at λ = 4, each forged with probability 0.2: none
-    in 18 s with probability 0.8^54). Either is met by a spot check that sees the forged chain: a line with evidence
-    `spot_check`, under block a mark (the next CONNECT is refused) and under alert none. The run stops once caught."""
-    forger = ForgeWithoutTwin() if strategy == "without_twin" else ForgeSometimes()
+    """Two more forgers of the issue's list, each under block and alert, with steady traffic:
+    - one that forges only connections with no twin in the 0.5 s before them, with a fetch a second (it spares every
+      first-contact pair and forges every lone tunnel). Checks are all made beside a tunnel here
+      (`--spot-check-beside 1`): the check's hello leaves just before the client's, so it is the lone one and the
+      tunnel its twin. At λ = 1 nearly every tunnel carries a check; a check alone would be forged only when it falls
+      more than 0.5 s after a tunnel.
+    - one that forges a random fifth of all connections, with a fetch every 0.3 s, every check alone
+      (`--spot-check-beside 0`, the path beside covers the other forger): about 3 checks a second at λ = 4, each
+      forged with probability 0.2: none in 18 s with probability 0.8^54.
+    Either is met by a spot check that sees the forged chain: a line with evidence `spot_check`, under block a mark
+    (the next CONNECT is refused) and under alert none. The run stops once caught. `without_twin_chrome`: the same
+    forger, the fetches made by curl_cffi with Chrome's hello (GREASE, its extension order drawn afresh, ML-KEM), so
+    the checks mirror a browser stack's hello."""
+    twin = strategy.startswith("without_twin")
+    fetch = cffi("chrome") if strategy.endswith("chrome") else None
+    forger = ForgeWithoutTwin() if twin else ForgeSometimes()
     policy, icpt = interception(pki, closing, forger)
-    p = proxy(start_proxy, tmp_path, pki, 1 if strategy == "without_twin" else 4, action=action)
+    admin = free_port()
+    p = proxy(start_proxy, tmp_path, pki, 1 if twin else 4, action, 1 if twin else 0, "--admin", f"127.0.0.1:{admin}")
     spotted = lambda: any(l["chainwatch"].get("evidence") == "spot_check" for l in read_alert_lines(p.alert_log, icpt.port))
-    fetched = steady_traffic(p, icpt.port, policy, seconds=20.0, stop=spotted, every=1.5 if strategy == "without_twin" else 0.3)
+    fetched = steady_traffic(p, icpt.port, policy, seconds=20.0, stop=spotted, every=1.0 if twin else 0.3, fetch=fetch)
     time.sleep(1.0)   # the line of a check in flight
     lines = read_alert_lines(p.alert_log, icpt.port)
     summary = [(l["event"]["reason"], l["chainwatch"].get("evidence")) for l in lines]
     spot = [l for l in lines if l["chainwatch"].get("evidence") == "spot_check"]
-    assert spot, f"no spot check caught the forger; lines {summary}; fetches {fetched}"
+    samples = metrics(admin)
+    checks = {k: v for k, v in samples.items() if "spot_check" in k[0] or "first_contact" in k[0] or "spare" in k[0]} if isinstance(samples, dict) else samples
+    assert spot, f"no spot check caught the forger; lines {summary}; fetches {fetched}; metrics {checks}"
     assert spot[0]["event"]["reason"] == "root_mismatch" and spot[0]["event"]["action"] == action, spot[0]
     assert all(page for _, page, forging in fetched if not forging), f"a genuine page was refused: {fetched}"
-    caught_after = fetched[-1][0] if fetched else 0
-    print(f"{strategy} under {action}: caught by a spot check after {len(fetched)} fetches, {caught_after:.1f} s; lines {summary}")
+    kinds = {k: value(samples, "chainwatch_spot_checks_started_total", kind=k) for k in ("alone", "beside")}
+    assert (kinds["alone"] == 0 and kinds["beside"] >= 1) if twin else (kinds["beside"] == 0 and kinds["alone"] >= 1), kinds
+    assert value(samples, "chainwatch_spot_checks_total", result="finding") >= 1, samples
+    forging = [t for t, _, f in fetched if f]
+    print(f"{strategy} under {action}: caught by a spot check after {len(forging)} forging-time tunnels, "
+          f"{(fetched[-1][0] - forging[0]) if forging else 0:.1f} s of forging; checks {kinds}; lines {summary}")
     after = curl(p, icpt.port, "-w", "%{http_connect}", path="/blob")
     if action == "block":
         assert PAGE not in after.stdout and b"403" in after.stdout, after
     else:
         assert b"403" not in after.stdout, after
+
+
+@pytest.mark.parametrize("action", ["block", "alert"])
+def test_checks_beside_tunnels_to_a_one_connection_server_cost_no_page_and_no_line(start_proxy, tmp_path, pki, closing, action):
+    """`openssl s_server` serves one connection at a time and nothing forges. Steady fetches for 6 s with every
+    check beside a tunnel (`--spot-check-beside 1`, λ = 3: most tunnels carry one): the check's spare and the
+    tunnel's connection reach a server that takes one of them and leaves the other waiting. Every page must come,
+    none waiting for the probe's timeout, with no line; under block a check the server kept behind the tunnel is a
+    stall that gives the tunnel's connection up, as at first contact."""
+    server = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3"))
+    admin = free_port()
+    p = start_proxy("--policy", str(pinned_policy(tmp_path, pki, action)), "--hosts", str(hosts_file(tmp_path)),
+                    "--probe-timeout", "5", "--spot-check-rate", "3", "--spot-check-beside", "1", "--admin", f"127.0.0.1:{admin}")
+    took = []
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 6.0:
+        t = time.monotonic()
+        ran = curl(p, server.port, max_time=8)
+        took.append(round(time.monotonic() - t, 2))
+        assert STATUS_PAGE in ran.stdout, (len(took), ran)
+        time.sleep(0.2)
+    time.sleep(0.5)
+    samples = metrics(admin)
+    beside = value(samples, "chainwatch_spot_checks_started_total", kind="beside")
+    clean = value(samples, "chainwatch_spot_checks_total", result="clean")
+    print(f"one-connection server under {action}: {len(took)} fetches (s) {took}; checks beside {beside}, clean {clean}, "
+          f"stalls {value(samples, 'chainwatch_first_contact_stalls_total')}")
+    assert read_alert_lines(p.alert_log, server.port) == []
+    assert beside >= 2 and clean >= 1, samples
+    assert value(samples, "chainwatch_spot_checks_total", result="finding") == 0
+    assert max(took) < 3, f"a fetch waited for the probe's timeout: {took}"

@@ -42,6 +42,10 @@ extension ConnectionMachine {
         case redial
         /// Inspection: connect to the same upstream address again after `.redial`, then pass the client's bytes.
         case reconnect
+        /// Inspection, before any client byte has gone up: keep a copy of the client's bytes as they go
+        /// (`replayCopy`), so that a `.redial` may still come after they went (a probe beside the tunnel under a rule
+        /// that holds: a server that serves one connection at a time may take the tunnel's first).
+        case keepReplayCopy
         /// A splice pump reading `from` ended.
         case spliceEnded(from: Side, SpliceEnd)
         /// The rest asked for by `.rest` is over: `side` may be read again.
@@ -141,6 +145,7 @@ extension ConnectionMachine.Event {
         case .noHeldRoom: "noHeldRoom"
         case .redial: "redial"
         case .reconnect: "reconnect"
+        case .keepReplayCopy: "keepReplayCopy"
         case .spliceEnded(let side, _): "spliceEnded(\(side))"
         case .timerFired: "timerFired"
         case .rested(let side): "rested(\(side))"

@@ -205,6 +205,10 @@ public struct ConnectionMachine: Sendable {
             close(resetting: [], &out)
         case .redial:
             dropUpstreamForProbe(&out)
+        case .keepReplayCopy:
+            guard phase == .relaying, inspecting, redial == nil, replayCopy == nil, sides[.client].streamRelayed == 0
+            else { return ignore(event, &out) }
+            replayCopy = 0
         case .reconnect:
             guard phase == .relaying, redial == .waiting else { return ignore(event, &out) }
             redial = .connecting

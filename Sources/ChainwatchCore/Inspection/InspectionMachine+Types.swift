@@ -36,7 +36,16 @@ public protocol InspectionResources: AnyObject {
     /// The room's size for all tunnels, for the `oversized_handshake` detail.
     var roomCapacity: Int { get }
     /// A fair coin, drawn for each first contact: whether the probe's connection is opened before the tunnel's.
+    /// (Always true for a tunnel that carries a spot check: its probe must be the lone hello a forger forges.)
     func probeGoesFirst() -> Bool
+    /// Whether a spare connection was opened beside the tunnel's at its CONNECT (for a rule that holds nothing: a first
+    /// contact; for any rule: a spot check due at the address). With one, a probe goes beside the tunnel, which keeps
+    /// its connection, under any rule.
+    var hasSpareConnection: Bool { get }
+}
+
+extension InspectionResources {
+    public var hasSpareConnection: Bool { false }
 }
 
 extension InspectionMachine {
@@ -277,6 +286,7 @@ extension InspectionMachine {
                 case .flowing(let side): "flowing(\(side))"
                 case .redial: "redial"
                 case .reconnect: "reconnect"
+                case .keepReplayCopy: "keepReplayCopy"
                 case .decided(.release): "release"
                 case .decided(.block(let why)): "block(\(why.prefix { $0 != ":" }))"
                 default: "connection(\(event))"

@@ -62,6 +62,9 @@ public struct InspectionMachine: Sendable {
     /// A pair's probe still runs while the tunnel's own evidence decided (a TLS ≤ 1.2 chain): its answer is not
     /// waited for and changes nothing.
     private var pairProbeOutstanding = false
+    /// The probe went beside the tunnel (`.probeBeside`): the executor lets the client's held hello go, after or
+    /// before the probe's start, not the machine.
+    private var probingBeside = false
 
     public init(policy: Policy, facts: ConnectionFacts, settings: Settings) {
         self.policy = policy
@@ -126,8 +129,7 @@ public struct InspectionMachine: Sendable {
         if stopsHoldingClient { stopHoldingClientBytes(&out) }
         if case .watching = phase { handle(need, resources, &out) }
         // A probe beside the tunnel: the executor lets the client's bytes flow, before or after the probe's start.
-        let besideProbe = !holds && { if case .pairing = phase { true } else { false } }()
-        if stopsHoldingClient, !isFinished, !(besideProbe && !hadHello) { out.append(.connection(.flowing(.client))) }
+        if stopsHoldingClient, !isFinished, !(probingBeside && !hadHello) { out.append(.connection(.flowing(.client))) }
         return out
     }
 
@@ -364,12 +366,20 @@ public struct InspectionMachine: Sendable {
     /// an order drawn at random. The phase is `pairing` as under block, without the stall deadline: a tunnel that
     /// lets its server's bytes through has nothing to give up. Its early data goes on the tunnel only (the probe's
     /// offer never carries it).
+    ///
+    /// Under a rule that holds, a spare connection (opened at the CONNECT for a spot check due at the address) is used
+    /// the same way: the tunnel keeps its connection (no redial, which an interceptor could see), the probe goes
+    /// beside it, and the server's bytes stay held until the flight is weighed; a stall gives the tunnel's connection
+    /// up as a pair's does. A hello with 0-RTT data still goes the probe-first way (a stall would replay it).
     private mutating func probeFirstIfNeeded(_ hello: ClientHello, _ resources: any InspectionResources, _ out: inout [Action]) {
         guard !sawServerBytes, hello.supportedVersions.contains(.tls1_3) else { return }
         let offer = ClientOffer(mirroring: hello)
         guard !resources.hasProbeResult(for: offer) else { return }
-        guard holds else {
+        guard holds, !(resources.hasSpareConnection && !hello.offersEarlyData) else {
             phase = .pairing(offer)
+            probingBeside = true
+            // Under a rule that holds, a stall gives the tunnel's connection up after its hello went: keep a copy.
+            if holds { out.append(.connection(.keepReplayCopy)) }
             out.append(.connection(.hold(.client, passingUpTo: 0)))
             out.append(.probeBeside(offer, probeFirst: resources.probeGoesFirst()))
             return

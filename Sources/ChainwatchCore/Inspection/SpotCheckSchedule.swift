@@ -35,6 +35,10 @@ public struct SpotCheckSchedule<Key: Hashable & Sendable>: Sendable {
         case arm(Key, afterMilliseconds: Int64)
         /// Probe `key` afresh now, as a connection of its own, and judge what it gets.
         case check(Key)
+        /// Probe `key`'s address afresh beside the next tunnel to it, the check's hello first (`SpotChecker`): the
+        /// check then leaves exactly when a client's connection would, so a forger who forges connections with no
+        /// twin before them forges the check whenever it would have forged that tunnel.
+        case checkBeside(Key)
     }
 
     @usableFromInline struct Entry: Sendable {
@@ -78,10 +82,11 @@ public struct SpotCheckSchedule<Key: Hashable & Sendable>: Sendable {
         return [.arm(key, afterMilliseconds: max(1, delay))]
     }
 
-    /// The check armed for `key` is due. Used since the last check: check now and arm the next one after `delay`; in
-    /// use but not used since: disarm until the next use; out of use: forget the key.
+    /// The check armed for `key` is due. Used since the last check: check now (`beside`: beside the next tunnel, a
+    /// draw the caller makes) and arm the next one after `delay`; in use but not used since: disarm until the next
+    /// use; out of use: forget the key.
     @inlinable
-    public mutating func fired(_ key: Key, now: Int64, delay: Int64) -> [Action] {
+    public mutating func fired(_ key: Key, now: Int64, delay: Int64, beside: Bool = false) -> [Action] {
         guard var entry = entries[key], entry.armed else { return [] }
         guard now - entry.lastUse < settings.inUseMilliseconds else {
             entries[key] = nil
@@ -94,6 +99,6 @@ public struct SpotCheckSchedule<Key: Hashable & Sendable>: Sendable {
         }
         entry.usedSinceCheck = false
         entries[key] = entry
-        return [.check(key), .arm(key, afterMilliseconds: max(1, delay))]
+        return [beside ? .checkBeside(key) : .check(key), .arm(key, afterMilliseconds: max(1, delay))]
     }
 }

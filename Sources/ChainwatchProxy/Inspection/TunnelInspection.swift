@@ -24,10 +24,24 @@ final class TunnelInspection {
     private let resources: Resources
     /// The spare connection opened beside the tunnel's at its CONNECT, if any, for a probe beside it (taken once).
     private let takeSpare: () -> SpareConnection?
+    /// A spot check rides beside this tunnel (`SpotChecker`): its probe is made afresh, first, on the spare, and a
+    /// chain other than the cached one is judged with the evidence `spot_check`.
+    private var check: Check?
+    /// Lets the client's hello go after a spot check's (kept here: a timer is freed with its owner).
+    private var leadTimer: Timer?
+    private struct Check {
+        /// The result the probe cache held for the offer before the check (nil: none was cached).
+        var previous: Prober.CheckedOut?
+        /// The check's own chain, once it answered with one other than `previous`'s: judged as the check's.
+        var newDigest: [UInt8]?
+        var started = false
+    }
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
-         client: [UInt8], spotChecks: SpotCheckTimers, holdLimit: Int, takeSpare: @escaping () -> SpareConnection? = { nil },
+         client: [UInt8], spotChecks: SpotCheckTimers, carriesSpotCheck: Bool = false, holdLimit: Int,
+         takeSpare: @escaping () -> SpareConnection? = { nil }, spareIsOpen: @escaping () -> Bool = { false },
          tellConnection: @escaping (ConnectionMachine.Event) -> Void) {
+        check = carriesSpotCheck ? Check() : nil
         self.client = client
         self.takeSpare = takeSpare
         self.spotChecks = spotChecks
@@ -36,7 +50,8 @@ final class TunnelInspection {
         self.loop = loop
         self.upstreamAddress = upstreamAddress
         self.tellConnection = tellConnection
-        resources = Resources(prober: inspector.prober, address: upstreamAddress, room: inspector.largeHandshakes)
+        resources = Resources(prober: inspector.prober, address: upstreamAddress, room: inspector.largeHandshakes,
+                              carriesCheck: carriesSpotCheck, spareIsOpen: spareIsOpen)
         machine = InspectionMachine(policy: snapshot.policy, facts: facts, settings: .init(
             probeTimeoutMilliseconds: inspector.prober.timeoutMilliseconds, holdLimit: holdLimit,
             probeCacheChainLimit: TLSClient.defaultMaxCertificateList))
@@ -101,7 +116,14 @@ final class TunnelInspection {
                 inspector.sparesHanded.add(1, ordering: .relaxed)
                 if probeFirst { inspector.besideProbeFirst.add(1, ordering: .relaxed) } else { inspector.besideTunnelFirst.add(1, ordering: .relaxed) }
             }
-            if probeFirst {
+            if probeFirst, check != nil, spare != nil {
+                // A spot check's hello must lead the client's by more than the jitter of whoever reads the two (an
+                // interceptor's threads): the client's follows `SpotChecker.leadMilliseconds` later.
+                probe(offer, fresh: false, spare: spare)
+                let release = Timer(loop: loop) { [weak self] in self?.tellConnection(.flowing(.client)) }
+                leadTimer = release
+                release.schedule(milliseconds: SpotChecker.leadMilliseconds)
+            } else if probeFirst {
                 probe(offer, fresh: false, spare: spare)
                 let release = OnThisLoop { [weak self] in self?.tellConnection(.flowing(.client)) }
                 loop.execute { release.run() }
@@ -114,8 +136,16 @@ final class TunnelInspection {
             case .passive(let ders, let stapled): (ders, stapled, nil)
             case .probe(let probe): (probe.chainDER, probe.ocspResponse, probe.chainDigest)
             }
+            // The spot check's own chain, new to the cache: a finding in it is the check's (counted once).
+            let checksChain = digest != nil && check?.newDigest == digest
+            if checksChain { check?.newDigest = nil }
             inspector.judge(chain: ders, stapled: stapled, digest: digest, rule: rule, snapshot: snapshot, tunnel: facts,
-                            source: chain.source, nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
+                            source: checksChain ? .spotCheck : chain.source, nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
+                var evidence = evidence
+                if checksChain {
+                    evidence.source = .spotCheck   // a cached verdict comes back as `cache`: it was this check's chain
+                    inspector.spotChecker.besideEnded(verdict.deciding != nil ? .finding : .clean)
+                }
                 run(machine.chainJudged(verdict, evidence: evidence, resources))
             }
         case .arm(let deadline, let milliseconds):
@@ -154,10 +184,36 @@ final class TunnelInspection {
 
     private func probe(_ offer: ClientOffer, fresh: Bool, spare: SpareConnection? = nil) {
         let key = ProbeKey(address: upstreamAddress, offer: offer)
+        // The spot check this tunnel carries is its first probe, made afresh whatever the cache holds.
+        // (An offer with no result cached is a first contact: its probe goes first, and is no check.)
+        var isCheck = false
+        if check?.started == false {
+            check?.started = true
+            check?.previous = inspector.prober.checkOut(key)
+            isCheck = check?.previous != nil
+            if isCheck { inspector.spotChecker.besideStarted() }
+        }
         if fresh { inspector.prober.invalidate(key) }
         // A tunnel covered by a probe made before it asked is what spot checks watch over; a probe made for this
         // tunnel is fresh evidence already (a name visited once costs no check).
         inspector.prober.probe(key, client: client, on: loop, spare: spare) { [self] result, cached in   // keeps the inspection alive until it answers
+            var result = result
+            if isCheck {
+                let previous = check?.previous
+                switch result {
+                case .success(let probe) where probe.chainDigest != previous?.chainDigest:
+                    check?.newDigest = probe.chainDigest
+                case .success: inspector.spotChecker.besideEnded(.clean)   // the chain the tunnels were judged with
+                case .failure, .oversized:
+                    inspector.spotChecker.besideEnded(.failed)
+                    // A check that got no chain costs its tunnel nothing: it is weighed against the result it would
+                    // have had without the check, which goes back to the cache.
+                    if let previous {
+                        inspector.prober.restore(key, previous)
+                        result = previous.result
+                    }
+                }
+            }
             if cached, case .success = result {
                 let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
                 inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
@@ -183,13 +239,23 @@ final class TunnelInspection {
         private let room: LargeHandshakeRoom
         private var reservation: LargeHandshakeRoom.Reservation?
 
-        init(prober: Prober, address: SocketAddress, room: LargeHandshakeRoom) {
+        /// The tunnel carries a spot check: its probe is made afresh and goes first.
+        private let carriesCheck: Bool
+        private let spareIsOpen: () -> Bool
+
+        init(prober: Prober, address: SocketAddress, room: LargeHandshakeRoom, carriesCheck: Bool, spareIsOpen: @escaping () -> Bool) {
             self.prober = prober
             self.address = address
             self.room = room
+            self.carriesCheck = carriesCheck
+            self.spareIsOpen = spareIsOpen
         }
 
-        func hasProbeResult(for offer: ClientOffer) -> Bool { prober.hasResult(for: ProbeKey(address: address, offer: offer)) }
+        func hasProbeResult(for offer: ClientOffer) -> Bool {
+            !carriesCheck && prober.hasResult(for: ProbeKey(address: address, offer: offer))
+        }
+
+        var hasSpareConnection: Bool { spareIsOpen() }
 
         func reserveRoom(_ bytes: Int) -> Bool {
             guard let granted = room.reserve(bytes) else { return false }
@@ -199,7 +265,7 @@ final class TunnelInspection {
 
         var roomCapacity: Int { room.capacity }
 
-        func probeGoesFirst() -> Bool { Bool.random() }
+        func probeGoesFirst() -> Bool { carriesCheck || Bool.random() }
 
         func releaseRoom() {
             reservation?.release()

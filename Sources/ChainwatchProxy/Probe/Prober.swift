@@ -160,6 +160,41 @@ public final class Prober: Sendable {
         table.withLock { $0.results.remove(key) }
     }
 
+    /// A successful result taken out of the cache for a spot check (`checkOut`), to put back if the check fails.
+    public struct CheckedOut: Sendable {
+        let result: ProbeResult
+        let expires: Int64
+        /// Its chain's digest (nil: a chain too large to cache verdicts for).
+        public var chainDigest: [UInt8]? {
+            if case .success(let probe) = result { probe.chainDigest } else { nil }
+        }
+    }
+
+    /// Takes `key`'s cached result out (as `invalidate`) for a spot check that probes afresh, and returns it when it
+    /// was a success.
+    public func checkOut(_ key: ProbeKey) -> CheckedOut? {
+        table.withLock { table in
+            guard let cached = table.results[key] else { return nil }
+            table.results.remove(key)
+            guard case .success = cached.result else { return nil }
+            return CheckedOut(result: cached.result, expires: cached.expires)
+        }
+    }
+
+    /// A spot check that took `previous` out got no chain (a reset, a timeout, no slot): its failure says nothing a
+    /// tunnel should be blocked for, so the success goes back (with its own expiry) unless another success has been
+    /// cached since. Without this a check's failure, cached for `failureTTL`, answered the next tunnels
+    /// `probe_failed`.
+    public func restore(_ key: ProbeKey, _ previous: CheckedOut) {
+        let time = now()
+        guard previous.expires > time else { return }
+        table.withLock { [maxEntries, maxBytes] table in
+            if case .success? = table.results[key]?.result { return }
+            table.results.remove(key)
+            table.store(previous.result, for: key, now: time, expires: previous.expires, maxEntries: maxEntries, maxBytes: maxBytes)
+        }
+    }
+
     /// Forgets every cached result (handshakes in flight go on, as with `invalidate`). Returns how many.
     @discardableResult
     public func removeAll() -> Int {

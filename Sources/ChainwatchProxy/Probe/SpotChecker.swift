@@ -12,6 +12,13 @@ import Synchronization
 /// `block` the upstream marked known-bad (`KnownBadRule`). The same chain again is not judged nor reported: the tunnels
 /// it covers already report whatever it earns (a host whose chain always fails an `alert` rule gets no extra lines).
 /// The fresh result replaces the cached one, so later tunnels are compared with it.
+///
+/// Two kinds of check, drawn for each (`besideFraction` of them beside): a check **alone** probes at the moment its
+/// timer fires; a check **beside** waits for the next tunnel to the address (`SpotCheckDues`), which opens a spare
+/// connection at its CONNECT and sends the check's hello (the tunnel's own offer, mirrored) on it just before the
+/// client's (`TunnelInspection`). A forger who forges connections with no twin before them meets every check beside a
+/// tunnel it would have forged, and a check alone only when no connection came in its window; a forger who waits to
+/// see whether a second hello follows spares a check beside a tunnel and meets one alone.
 /// Thread-safe.
 public final class SpotChecker: Sendable {
     /// What a check judges its chain under: the rule, policy and facts of the last tunnel on this loop that used the
@@ -35,15 +42,60 @@ public final class SpotChecker: Sendable {
         var clean = 0
         var findings = 0
         var failed = 0
+        /// Of `started`, those beside a tunnel; checks made due beside one (some lapse with no tunnel).
+        var beside = 0
+        var besideDue = 0
     }
 
     /// `--spot-check-rate`'s default: a forger who forges every connection for 20 s of use goes unseen with
-    /// probability e^(−0.25·20) < 0.7 %.
-    public static let defaultRate = 0.25
+    /// probability e^(−0.3·20) < 0.3 %; one who forges connections with no twin in the 0.5 s before them, at a tunnel
+    /// a second, e^(−0.3·(0.75 + 0.25·0.5)·20) = 0.5 % (README, Spot checks).
+    public static let defaultRate = 0.3
+    /// How long a tunnel that carries a spot check holds its client's hello after the check's left: long enough that
+    /// the check's hello comes first to whoever reads both (a few microseconds apart, two connections handled by an
+    /// interceptor's threads arrive in either order), short enough to cost the tunnel nothing that matters.
+    static let leadMilliseconds = 5
+    /// `--spot-check-beside`'s default: the fraction of checks made beside the next tunnel.
+    public static let defaultBesideFraction = 0.75
 
-    public init(ratePerSecond: Double = defaultRate, inUseMilliseconds: Int64 = 30_000) {
+    /// The fraction of checks made beside a tunnel (0 with `--no-spare-connections`: a check beside needs a spare).
+    public let besideFraction: Double
+    private let dues = Lock(SpotCheckDues<SocketAddress>())
+    /// How many addresses have a check due: a CONNECT looks the table up (a lock) only when some have.
+    private let dueCount = Atomic<Int>(0)
+
+    public init(ratePerSecond: Double = defaultRate, besideFraction: Double = defaultBesideFraction, inUseMilliseconds: Int64 = 30_000) {
         self.ratePerSecond = max(0, ratePerSecond)
+        self.besideFraction = min(1, max(0, besideFraction))
         schedule = Lock(SpotCheckSchedule(settings: .init(ratePerSecond: ratePerSecond, inUseMilliseconds: inUseMilliseconds)))
+    }
+
+    /// A tunnel to `address` is about to connect: whether it carries a check beside it (taken: the next one does not).
+    func takeDue(_ address: SocketAddress, now: Int64) -> Bool {
+        guard dueCount.load(ordering: .relaxed) > 0 else { return false }
+        return dues.withLock { dues in
+            let taken = dues.take(address, now: now)
+            dueCount.store(dues.count, ordering: .relaxed)
+            return taken
+        }
+    }
+
+    /// A check beside a tunnel started (its probe made afresh).
+    func besideStarted() {
+        counters.withLock { $0.started += 1; $0.beside += 1 }
+    }
+
+    /// How a check beside a tunnel ended: its chain was the cached one or passed (`.clean`), a finding, or no chain.
+    enum Result { case clean, finding, failed }
+
+    func besideEnded(_ result: Result) {
+        counters.withLock {
+            switch result {
+            case .clean: $0.clean += 1
+            case .finding: $0.findings += 1
+            case .failed: $0.failed += 1
+            }
+        }
     }
 
     /// (started, clean: the same chain again or one that passes, with a finding, failed to probe), for /metrics.
@@ -71,24 +123,32 @@ public final class SpotChecker: Sendable {
             switch action {
             case .arm(let key, let milliseconds):
                 timers.arm(key, afterMilliseconds: milliseconds) { [self] in
-                    let next = schedule.withLock { $0.fired(key, now: timers.loop.cachedMilliseconds, delay: delay()) }
+                    let beside = besideFraction > 0 && Double.random(in: 0..<1) < besideFraction
+                    let next = schedule.withLock { $0.fired(key, now: timers.loop.cachedMilliseconds, delay: delay(), beside: beside) }
                     if next.isEmpty { timers.forget(key) }
                     run(next, inspector: inspector, timers: timers)
                 }
             case .check(let key):
                 guard let context = timers.context(key) else { continue }
                 check(context.key, context: context, inspector: inspector, loop: timers.loop)
+            case .checkBeside(let key):
+                counters.withLock { $0.besideDue += 1 }
+                dues.withLock { dues in
+                    dues.mark(key.address, now: timers.loop.cachedMilliseconds)
+                    dueCount.store(dues.count, ordering: .relaxed)
+                }
             }
         }
     }
 
     private func check(_ key: ProbeKey, context: Context, inspector: Inspector, loop: EventLoop) {
         counters.withLock { $0.started += 1 }
-        let cached = inspector.prober.cachedChainDigest(for: key)
-        inspector.prober.invalidate(key)
+        let previous = inspector.prober.checkOut(key)
+        let cached = previous?.chainDigest
         inspector.prober.probe(key, client: context.client, on: loop) { [self] result in
             guard case .success(let probe) = result else {
                 counters.withLock { $0.failed += 1 }
+                if let previous { inspector.prober.restore(key, previous) }   // no chain: the tunnels keep theirs
                 return
             }
             if let cached, cached == probe.chainDigest {

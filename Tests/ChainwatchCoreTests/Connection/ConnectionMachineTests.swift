@@ -383,6 +383,32 @@ import Testing
         #expect(m.replayCopy == nil)
     }
 
+    /// A probe beside the tunnel under a rule that holds (a spot check on a spare connection): the tunnel keeps its
+    /// connection and its client's hello goes up at once, copied (`.keepReplayCopy`), so that a stall behind a
+    /// one-connection server can still give the connection up and replay the hello. Too late once bytes went
+    /// uncopied: then the redial is refused, as before.
+    @Test func aCopyAskedForBeforeTheHelloGoesUpLetsARedialComeAfterIt() {
+        var m = Self.established()
+        _ = m.handle(.hold(.client, passingUpTo: 0))
+        #expect(m.handle(.keepReplayCopy) == [])
+        #expect(m.replayCopy == 0)
+        #expect(m.handle(.readable(.client, buffered: 300)) == [.feedInspection(.client, from: 0)])
+        _ = m.handle(.inspected(.client))
+        #expect(m.handle(.flowing(.client)).contains(.copyForReplay(300)))
+        _ = m.handle(.readable(.upstream, buffered: 90))
+        _ = m.handle(.inspected(.upstream))   // held
+        #expect(m.handle(.redial) == [.dropUpstream, .setReading(.upstream, false)])
+        _ = m.handle(.reconnect)
+        #expect(m.handle(.connected).contains(.replay(300)))
+
+        var late = Self.established()
+        _ = late.handle(.flowing(.client))
+        _ = late.handle(.readable(.client, buffered: 300))
+        _ = late.handle(.inspected(.client))
+        #expect(late.handle(.keepReplayCopy) == [.ignored("keepReplayCopy in relaying")])
+        #expect(late.handle(.redial) == [.ignored("redial once bytes have passed")])
+    }
+
     /// The replay copy is held memory: past the room already taken it asks the held-bytes budget for more (where the
     /// process's limit and the client's quarter apply), and a copy past `replayLimit` is dropped.
     @Test func theReplayCopyTakesHeldRoom() {

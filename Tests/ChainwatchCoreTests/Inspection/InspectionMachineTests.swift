@@ -23,6 +23,11 @@ final class TestResources: InspectionResources {
 
     init(room: Int = 64 << 20) { roomCapacity = room }
 
+    /// Whether a spare connection waits beside the tunnel's (a spot check due at the address, or a first contact
+    /// under alert).
+    var spare = false
+    var hasSpareConnection: Bool { spare }
+
     func hasProbeResult(for offer: ClientOffer) -> Bool { cached.contains(offer) }
 
     /// The coins a test draws for first contacts, in order (then heads: the probe first).
@@ -145,6 +150,46 @@ final class TestResources: InspectionResources {
         let server = Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r)
         #expect(server == ["arm(verdict, 5000)", "cancel(flight)", "judge(probe)"])
         #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["cancel(verdict)", "writeFinding(pass)", "release"])
+    }
+
+    /// A tunnel under block that carries a spot check (a spare connection was opened beside it at the CONNECT, and the
+    /// executor answers "no result" for its offer): the tunnel keeps its connection (no redial, which an interceptor
+    /// would see as a connection closed unused), the probe goes beside it on the spare, first, and the executor lets
+    /// the client's hello go after the probe's start. The server's bytes stay held until the flight is weighed against
+    /// the check's probe and its chain judged; a forged chain blocks and marks the upstream.
+    @Test(arguments: [(Int.max, false), (1, true), (7, false)])
+    func underBlockASpotCheckBesideTheTunnelKeepsItsConnection(chunk: Int, forged: Bool) throws {
+        let r = TestResources()
+        r.spare = true
+        let probe = try Self.genuineProbe()
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        #expect(Self.strings(m.start(holdingTheClientHello: true)) == ["hold(upstream, 0)", "hold(client, 0)", "arm(clientHello, 1000)"])
+        #expect(Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), chunk: chunk, r)
+                == ["keepReplayCopy", "hold(client, 0)", "probeBeside(probe first)", "cancel(clientHello)"],
+                "no redial, no flowing(client); a copy of the hello for a stall's redial")
+        #expect(m.phase.name == "pairing")
+        #expect(Self.decisions(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r))
+                == ["arm(verdict, 5000)", "arm(pairStall, 500)"], "held: nothing passes before the verdict")
+        #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["cancel(pairStall)", "judge(probe)"])
+        #expect(Self.strings(m.chainJudged(forged ? Self.blocks(Self.block) : Self.pass(Self.block), evidence: Self.evidence, r))
+                == (forged ? ["cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"]
+                           : ["cancel(verdict)", "writeFinding(pass)", "release"]))
+    }
+
+    /// A spot check beside a tunnel under block, behind a server that serves one connection at a time and took the
+    /// tunnel's first: the stall gives the tunnel's connection up as a pair's does, and the probe goes on.
+    @Test func underBlockASpotCheckBesideAOneConnectionServerStallsAsAPair() throws {
+        let r = TestResources()
+        r.spare = true
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start(holdingTheClientHello: true)
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        let s2c = try TLSFixture.bytes("tls13-rsa.s2c.bin")
+        #expect(Self.feed(&m, .upstream, Array(s2c.prefix(200)), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "redial", "cancel(verdict)"])
+        #expect(m.phase.name == "probingFirst")
+        #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["reconnect"])
     }
 
     /// The tunnel's server answers first: the pair stall deadline runs from its first byte, and the probe's answer

@@ -25,6 +25,13 @@ import Testing
         #expect(s.fired("a", now: 11_000, delay: 2_000) == [.check("a"), .arm("a", afterMilliseconds: 2_000)])
     }
 
+    @Test func aCheckDrawnBesideWaitsForATunnelAndStillArmsTheNext() {
+        var s = schedule()
+        _ = s.used("a", now: 0, delay: 4_000)
+        #expect(s.fired("a", now: 4_000, delay: 7_000, beside: true) == [.checkBeside("a"), .arm("a", afterMilliseconds: 7_000)])
+        #expect(s.fired("a", now: 11_000, delay: 1, beside: true) == [], "no use since: no check of either kind")
+    }
+
     @Test func atMostOneCheckPerUse() {
         var s = schedule()
         _ = s.used("a", now: 0, delay: 1_000)
