@@ -249,6 +249,9 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         m.family("chainwatch_spot_checks_due_total", .counter,
                  "Spot checks drawn to go beside the next tunnel to their upstream (those with no tunnel within 5 minutes lapse).")
         m.sample("chainwatch_spot_checks_due_total", [:], spot.besideDue)
+        m.family("chainwatch_spot_checks_given_back_total", .counter,
+                 "Spot checks a tunnel took at its CONNECT and gave back for the next one: it carried no TLS 1.3 hello, its offer had no cached probe to compare with (a first contact), or it ended first.")
+        m.sample("chainwatch_spot_checks_given_back_total", [:], spot.givenBack)
 
         let probe = inspector.prober.counters
         let probeSizes = inspector.prober.sizes

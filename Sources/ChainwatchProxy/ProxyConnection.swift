@@ -30,6 +30,7 @@ final class ProxyConnection: ConnectionDelegate {
     /// The tunnel carries a spot check due at its address (`SpotChecker.takeDue`): its spare is the check's, opened
     /// first, and kept out of the first-contact ledger.
     private(set) var carriesSpotCheck = false
+    private var spotCheckGivenBack = false
     private var isClosed = false
     /// The client's first bytes, kept while a redialed tunnel may have to send them again (`ConnectionMachine.replayCopy`).
     private var replayBytes: [UInt8] = []
@@ -279,12 +280,12 @@ final class ProxyConnection: ConnectionDelegate {
         if !spareConsidered, worker.configuration.spareConnections, machine.connectsForTunnel, let snapshot, let target = machine.target {
             spareConsidered = true
             let now = worker.loop.cachedMilliseconds
-            if worker.inspector.spotChecker.takeDue(address, now: now) {
+            if worker.inspector.spotChecker.takeDue(address, host: target.host, now: now) {
                 // A spot check rides beside this tunnel, under any rule: its connection first, as its hello will be.
                 carriesSpotCheck = true
                 openSpare(to: address)
             } else if InspectionMachine.wantsSpareConnection(rule: snapshot.policy.rule(for: target.host, port: target.port)),
-                      worker.spares.mayOpen(Self.upstream(address), client: clientKey, now: now) {
+                      worker.spares.mayOpen(Self.upstream(address), client: clientKey, stack: spareStack, now: now) {
                 if Bool.random() { openSpare(to: address) } else { spareAfter = true }
             }
         }
@@ -310,8 +311,23 @@ final class ProxyConnection: ConnectionDelegate {
     private func openSpare(to address: SocketAddress) {
         guard let opened = SpareConnection(loop: worker.loop, address: address, onEnd: { [weak self] in self?.closeSpare() }) else { return }
         spare = opened
-        if !carriesSpotCheck { worker.spares.opened(Self.upstream(address), client: clientKey) }
+        if !carriesSpotCheck { worker.spares.opened(Self.upstream(address), client: clientKey, stack: spareStack) }
     }
+
+    /// The spot check this tunnel took at its CONNECT, when it was not made (no inspection, no TLS 1.3 hello, nothing
+    /// cached to compare with, a spare that ended first): back to wait for the next tunnel.
+    func giveBackSpotCheck() {
+        guard carriesSpotCheck else { return }
+        if let inspection {
+            inspection.giveBackCheck()
+        } else if !spotCheckGivenBack, let target = machine.target, let address = connectedAddress ?? spare?.address {
+            worker.inspector.spotChecker.giveBack(address, host: target.host, now: worker.loop.cachedMilliseconds)
+        }
+        spotCheckGivenBack = true
+    }
+
+    /// Which of the client's stacks this tunnel is, as the spare ledger knows it (its CONNECT's User-Agent).
+    private var spareStack: UInt64 { SpareLedger.stack(userAgent: machine.userAgent) }
 
     /// The spare's address as the ledger knows it.
     static func upstream(_ address: SocketAddress) -> SpareLedger.Upstream {
@@ -322,17 +338,18 @@ final class ProxyConnection: ConnectionDelegate {
     func handSpare() -> SpareConnection? {
         guard let spare else { return nil }
         self.spare = nil
-        if !carriesSpotCheck { worker.spares.ended(Self.upstream(spare.address), client: clientKey, now: worker.loop.cachedMilliseconds) }
+        if !carriesSpotCheck { worker.spares.ended(Self.upstream(spare.address), client: clientKey, stack: spareStack, now: worker.loop.cachedMilliseconds) }
         return spare
     }
 
     /// Closes the spare connection no probe took (`SpareConnection`), counted.
     func closeSpare() {
         guard let spare else { return }
+        giveBackSpotCheck()   // its check was not made on it
         spare.close()
         self.spare = nil
         worker.inspector.sparesUnused.add(1, ordering: .relaxed)
-        if !carriesSpotCheck { worker.spares.ended(Self.upstream(spare.address), client: clientKey, now: worker.loop.cachedMilliseconds) }
+        if !carriesSpotCheck { worker.spares.ended(Self.upstream(spare.address), client: clientKey, stack: spareStack, now: worker.loop.cachedMilliseconds) }
     }
 
     private func splice(from side: Side) {
@@ -391,6 +408,7 @@ final class ProxyConnection: ConnectionDelegate {
             : accessRecord(kind: closeOutcome == .refused ? .refused : (closeOutcome == .http ? .http : .tunnel))
         let inspection = self.inspection
         inspection?.tunnelClosed()
+        giveBackSpotCheck()
         self.inspection = nil
         if let record { writeAccess(record, inspection: inspection) }
         timer.cancel()

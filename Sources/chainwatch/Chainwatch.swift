@@ -85,11 +85,11 @@ struct Run: ParsableCommand {
     var maxProbes = 256
 
     @Option(name: .customLong("spot-check-rate"),
-            help: "Spot checks a second per upstream in use (a tunnel relied on its cached TLS 1.3 probe in the last 30 s; at most one check per such tunnel): probes made afresh at random times, with the mirrored hello of a recent client; a chain other than the cached one is judged like a tunnel's (evidence spot_check). A forger who forges every connection for t seconds of use goes unseen with probability e^(-rate*t): 0.25 % after 20 s at the default. 0 turns them off.")
+            help: "Spot checks a second per upstream in use (a tunnel relied on its cached TLS 1.3 probe in the last 30 s; at most one check per such tunnel): probes made afresh at random times, with the mirrored hello of a recent client; a chain other than the cached one is judged like a tunnel's (evidence spot_check). A forger who forges every connection for t seconds of use goes unseen with probability e^(-rate*t): 0.03 % after 20 s at the default. 0 turns them off.")
     var spotCheckRate = SpotChecker.defaultRate
 
     @Option(name: .customLong("spot-check-beside"),
-            help: "The fraction of spot checks made beside the next tunnel to the upstream (a spare connection at its CONNECT, the check's hello sent just before the client's) instead of at the moment drawn. Beside a tunnel a check is met by a forger who forges connections with no twin before them; alone, by one who waits to see whether another hello follows. 0 with --no-spare-connections.")
+            help: "The fraction of spot checks made beside the next tunnel to the upstream (a spare connection at its CONNECT, the check's hello sent just before the client's) instead of at the moment drawn. Beside a tunnel a check is met by a forger who forges connections with no twin before them; alone, by one who spares connections that come in pairs. 0 with --no-spare-connections.")
     var spotCheckBeside = SpotChecker.defaultBesideFraction
 
     @Option(name: .customLong("large-handshake-memory"),

@@ -141,11 +141,11 @@ final class Answers: Sendable {
 
 extension Prober {
     /// Asks from `loopThread`'s own thread (as a tunnel does); the answer lands in `answers`.
-    func probe(_ key: ProbeKey, from loopThread: LoopThread, into answers: Answers) {
+    func probe(_ key: ProbeKey, from loopThread: LoopThread, fresh: Bool = false, into answers: Answers) {
         let start = Date()
         loopThread.loop.execute { [self] in
             let returned = Atomic<Bool>(false)
-            probe(key, on: loopThread.loop) { result in
+            probe(key, on: loopThread.loop, fresh: fresh) { result, _ in
                 answers.add(Answer(result: result, onOwnLoop: loopThread.isCurrent, afterReturn: returned.load(ordering: .relaxed),
                                    seconds: Date().timeIntervalSince(start)))
             }
@@ -154,9 +154,9 @@ extension Prober {
     }
 
     /// One probe, waited for.
-    func probeAndWait(_ key: ProbeKey, from loopThread: LoopThread) -> Answer? {
+    func probeAndWait(_ key: ProbeKey, from loopThread: LoopThread, fresh: Bool = false) -> Answer? {
         let answers = Answers()
-        probe(key, from: loopThread, into: answers)
+        probe(key, from: loopThread, fresh: fresh, into: answers)
         return answers.wait(for: 1)?.first
     }
 }

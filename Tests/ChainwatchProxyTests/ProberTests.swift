@@ -134,9 +134,10 @@ struct ProberTests {
         #expect(prober.counters == .init(started: 4, cacheHits: 2, waitersAttached: 0, succeeded: 4, failed: 0))
     }
 
-    /// A spot check takes the cached success out and probes afresh; one that gets no chain puts it back (with its own
-    /// expiry), so its failure is not what the next tunnels are answered with; a success cached since is kept.
-    @Test func aSpotCheckThatFailsPutsThePreviousSuccessBack() throws {
+    /// A spot check probes afresh (`fresh`) whatever the cache holds: a chain replaces the cached one; a failure is
+    /// answered to the check alone and never replaces a success that has not expired (the next tunnels must not be
+    /// answered `probe_failed` because a check was reset). Other askers get the cached result meanwhile.
+    @Test func aFreshProbeReplacesASuccessOnlyWithASuccess() throws {
         let server = try OpenSSLServer(genuine: ["-tls1_3"])
         defer { server.stop() }
         let relay = try CountingRelay(upstreamPort: server.port)
@@ -147,32 +148,20 @@ struct ProberTests {
         let probeKey = key(port: relay.port)
         let first = try #require(prober.probeAndWait(probeKey, from: loop))
         #expect(first.result.chain != nil)
-        #expect(prober.checkOut(key(port: relay.port &+ 1)) == nil, "nothing cached for another key")
+        #expect(prober.cachedSuccess(for: probeKey) == first.result)
+        #expect(prober.cachedSuccess(for: key(port: relay.port &+ 1)) == nil)
 
-        clock.advance(10_000)
-        let previous = try #require(prober.checkOut(probeKey))
-        #expect(previous.chainDigest != nil && !prober.hasResult(for: probeKey))
-        relay.stop()   // the check's handshake fails
-        #expect(prober.probeAndWait(probeKey, from: loop)?.result.chain == nil)
-        prober.restore(probeKey, previous)
-        let again = try #require(prober.probeAndWait(probeKey, from: loop))
-        #expect(again.result == first.result, "the success, not the check's cached failure")
-        clock.advance(50_000)
-        #expect(!prober.hasResult(for: probeKey), "restored with its own expiry, not a new one")
-        prober.restore(probeKey, previous)
-        #expect(!prober.hasResult(for: probeKey), "an expired result is not put back")
-
-        // A success cached since the check began stays.
-        let relay2 = try CountingRelay(upstreamPort: server.port)
-        defer { relay2.stop() }
-        let other = key(port: relay2.port)
-        _ = try #require(prober.probeAndWait(other, from: loop))
-        let taken = try #require(prober.checkOut(other))
-        _ = try #require(prober.probeAndWait(other, from: loop))
-        prober.restore(other, taken)
-        #expect(relay2.accepted == 2)
-        #expect(prober.probeAndWait(other, from: loop)?.result.chain != nil)
-        #expect(relay2.accepted == 2, "answered from the cache")
+        let again = try #require(prober.probeAndWait(probeKey, from: loop, fresh: true))
+        #expect(again.result.chain != nil && relay.accepted == 2, "a handshake, though a result was cached")
+        relay.stop()   // the next check's handshake fails
+        let failed = try #require(prober.probeAndWait(probeKey, from: loop, fresh: true))
+        #expect(failed.result.chain == nil, "the check is told")
+        #expect(prober.hasResult(for: probeKey) && prober.cachedSuccess(for: probeKey) == again.result,
+                "the success stays for the tunnels")
+        #expect(prober.probeAndWait(probeKey, from: loop)?.result == again.result)
+        #expect(prober.counters.cacheHits == 1 && prober.counters.failed == 1)
+        clock.advance(60_000)
+        #expect(prober.cachedSuccess(for: probeKey) == nil, "expired")
     }
 
     @Test func failureIsCachedForTheShortTTL() throws {

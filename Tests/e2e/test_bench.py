@@ -404,7 +404,7 @@ def test_png_without_rsvg_convert_is_a_clear_error(tmp_path):
 
 def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path):
     """bench/README.md's first block, run with bash as written except: durations, sizes and client counts made
-    small, the binaries' directory, the port, and no compare.sh, cold.sh or fairness.sh (minutes of runs of their own, tested apart). Another
+    small, the binaries' directory, the port, and no compare.sh, cold.sh, fairness.sh or spot-cost.sh (minutes of runs of their own, tested apart). Another
     chainwatch runs meanwhile (as on a machine where one is deployed): the commands must not pick it up."""
     assert CHAINWATCH, "set CHAINWATCH_BIN"
     from pathlib import Path
@@ -417,7 +417,7 @@ def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path
                    .replace(".build/release", bindir)
                    .replace("--duration 10", "--duration 1").replace("-c 2000", "-c 20").replace("--size 256M", "--size 8M")
                    .replace("3190", str(port)))
-    script = "\n".join(l for l in script.splitlines() if not l.startswith(("bench/compare.sh", "bench/cold.sh", "bench/fairness.sh")))
+    script = "\n".join(l for l in script.splitlines() if not l.startswith(("bench/compare.sh", "bench/cold.sh", "bench/fairness.sh", "bench/spot-cost.sh")))
     assert "pidof" not in script and "$P" in script   # the PID of the proxy it started, whatever else runs
     other_port = free_port()
     other = subprocess.Popen([CHAINWATCH, "run", "--listen", f"127.0.0.1:{other_port}", "--admin", "off",

@@ -80,12 +80,13 @@ class Sink:
         self.server.close()
 
 
-def tunnel(port, target_port, source="127.0.0.1"):
+def tunnel(port, target_port, source="127.0.0.1", user_agent=None):
     c = socket.socket()
     c.bind((source, 0))
     c.settimeout(5)
     c.connect(("127.0.0.1", port))
-    c.sendall(f"CONNECT 127.0.0.1:{target_port} HTTP/1.1\r\nHost: 127.0.0.1:{target_port}\r\n\r\n".encode())
+    agent = f"User-Agent: {user_agent}\r\n" if user_agent else ""
+    c.sendall(f"CONNECT 127.0.0.1:{target_port} HTTP/1.1\r\nHost: 127.0.0.1:{target_port}\r\n{agent}\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
         more = c.recv(4096)
@@ -197,6 +198,26 @@ def test_one_clients_probe_does_not_take_the_spare_from_another(start_proxy, clo
     counted = metrics(admin)
     assert value(counted, "chainwatch_spare_connections_total", use="probe") == 2, counted
     assert value(counted, "chainwatch_first_contacts_total", order="beside_no_spare") == 1, counted
+
+
+def test_a_second_stack_of_one_client_gets_a_spare_of_its_own(start_proxy, closing):
+    """Two browsers on one machine (one client address, two User-Agents in their CONNECTs) reach the same address:
+    each one's first contact gets a spare, so neither's probe comes a round trip after its tunnel. The same stack
+    again gets none (its spare was used); a client that makes up a User-Agent for every CONNECT gets 4 at most per
+    address in 5 minutes."""
+    sink = closing(Sink())
+    admin = free_port()
+    p = start_proxy("--admin", f"127.0.0.1:{admin}", "--threads", "1", "--probe-timeout", "1", "--spot-check-rate", "0")
+    agents = ["Mozilla/5.0 Chrome/152.0", "Mozilla/5.0 Firefox/155.0", "Mozilla/5.0 Chrome/152.0"] + [f"made-up/{k}" for k in range(5)]
+    for k, agent in enumerate(agents):
+        c, _ = tunnel(p.port, sink.port, source="127.0.4.1", user_agent=agent)
+        c.sendall(client_hello(f"s{k}.test"))
+        time.sleep(0.3)
+        c.close()
+    counted = metrics(admin)
+    # Chrome, Firefox, then two made-up agents (4 stacks); Chrome again and three more made-up ones: none.
+    assert value(counted, "chainwatch_spare_connections_total", use="probe") == 4, counted
+    assert value(counted, "chainwatch_first_contacts_total", order="beside_no_spare") == 4, counted
 
 
 def test_no_spare_connections_opens_none(start_proxy, closing):

@@ -57,6 +57,30 @@ class ForgeWithoutTwin(ForgeFromNowOn):
         return "forger" if self.forging and lone else "genuine"
 
 
+class ForgePairless(ForgeFromNowOn):
+    """From `forge()` on, forges a connection that does not come in a pair: no other hello for the same name within
+    `window` seconds before or after it. It waits `window` after each hello to see whether one follows (what an
+    interceptor seeing two connections open together learns at once): a check beside a tunnel and its tunnel are
+    spared, and so is a browser's burst; a lone tunnel, or a check alone, is forged."""
+
+    def __init__(self, window=0.05):
+        super().__init__()
+        self.window = window
+        self.lock = threading.Lock()
+        self.seen = {}
+
+    def __call__(self, index, hello):
+        now = time.monotonic()
+        with self.lock:
+            self.seen.setdefault(hello.server_name, []).append(now)
+        time.sleep(self.window)
+        with self.lock:
+            times = self.seen[hello.server_name]
+            self.seen[hello.server_name] = [t for t in times if t > now - 5]
+            paired = any(t != now and abs(t - now) < self.window for t in times)
+        return "forger" if self.forging and not paired else "genuine"
+
+
 class ForgeSometimes(ForgeFromNowOn):
     """From `forge()` on, forges each connection with probability `fraction`, whatever it is."""
 
@@ -132,7 +156,7 @@ def test_without_spot_checks_the_same_forger_goes_unseen(start_proxy, tmp_path, 
 
 
 @pytest.mark.parametrize("action", ["block", "alert"])
-@pytest.mark.parametrize("strategy", ["without_twin", "without_twin_chrome", "a_fifth"])
+@pytest.mark.parametrize("strategy", ["without_twin", "without_twin_chrome", "pairless", "a_fifth"])
 def test_forgers_that_spare_pairs_or_pick_at_random_meet_a_spot_check(start_proxy, tmp_path, pki, closing, strategy, action):
     """Two more forgers of the issue's list, each under block and alert, with steady traffic:
     - one that forges only connections with no twin in the 0.5 s before them, with a fetch a second (it spares every
@@ -140,6 +164,9 @@ def test_forgers_that_spare_pairs_or_pick_at_random_meet_a_spot_check(start_prox
       (`--spot-check-beside 1`): the check's hello leaves just before the client's, so it is the lone one and the
       tunnel its twin. At λ = 1 nearly every tunnel carries a check; a check alone would be forged only when it falls
       more than 0.5 s after a tunnel.
+    - one that forges connections that do not come in a pair (no other hello within 50 ms either side), with a fetch
+      a second and half the checks beside a tunnel (`--spot-check-beside 0.5`): it spares those (a pair) and meets
+      the checks alone, at λ = 2 one a second, each forged unless within 50 ms of a tunnel;
     - one that forges a random fifth of all connections, with a fetch every 0.3 s, every check alone
       (`--spot-check-beside 0`, the path beside covers the other forger): about 3 checks a second at λ = 4, each
       forged with probability 0.2: none in 18 s with probability 0.8^54.
@@ -147,14 +174,15 @@ def test_forgers_that_spare_pairs_or_pick_at_random_meet_a_spot_check(start_prox
     (the next CONNECT is refused) and under alert none. The run stops once caught. `without_twin_chrome`: the same
     forger, the fetches made by curl_cffi with Chrome's hello (GREASE, its extension order drawn afresh, ML-KEM), so
     the checks mirror a browser stack's hello."""
-    twin = strategy.startswith("without_twin")
+    twin, pairless = strategy.startswith("without_twin"), strategy == "pairless"
     fetch = cffi("chrome") if strategy.endswith("chrome") else None
-    forger = ForgeWithoutTwin() if twin else ForgeSometimes()
+    forger = ForgeWithoutTwin() if twin else ForgePairless() if pairless else ForgeSometimes()
     policy, icpt = interception(pki, closing, forger)
     admin = free_port()
-    p = proxy(start_proxy, tmp_path, pki, 1 if twin else 4, action, 1 if twin else 0, "--admin", f"127.0.0.1:{admin}")
+    rate, beside, every = (1, 1, 1.0) if twin else (2, 0.5, 1.0) if pairless else (4, 0, 0.3)
+    p = proxy(start_proxy, tmp_path, pki, rate, action, beside, "--admin", f"127.0.0.1:{admin}")
     spotted = lambda: any(l["chainwatch"].get("evidence") == "spot_check" for l in read_alert_lines(p.alert_log, icpt.port))
-    fetched = steady_traffic(p, icpt.port, policy, seconds=20.0, stop=spotted, every=1.0 if twin else 0.3, fetch=fetch)
+    fetched = steady_traffic(p, icpt.port, policy, seconds=20.0, stop=spotted, every=every, fetch=fetch)
     time.sleep(1.0)   # the line of a check in flight
     lines = read_alert_lines(p.alert_log, icpt.port)
     summary = [(l["event"]["reason"], l["chainwatch"].get("evidence")) for l in lines]
@@ -165,7 +193,12 @@ def test_forgers_that_spare_pairs_or_pick_at_random_meet_a_spot_check(start_prox
     assert spot[0]["event"]["reason"] == "root_mismatch" and spot[0]["event"]["action"] == action, spot[0]
     assert all(page for _, page, forging in fetched if not forging), f"a genuine page was refused: {fetched}"
     kinds = {k: value(samples, "chainwatch_spot_checks_started_total", kind=k) for k in ("alone", "beside")}
-    assert (kinds["alone"] == 0 and kinds["beside"] >= 1) if twin else (kinds["beside"] == 0 and kinds["alone"] >= 1), kinds
+    if twin:
+        assert kinds["alone"] == 0 and kinds["beside"] >= 1, kinds
+    elif pairless:
+        assert kinds["alone"] >= 1, kinds
+    else:
+        assert kinds["beside"] == 0 and kinds["alone"] >= 1, kinds
     assert value(samples, "chainwatch_spot_checks_total", result="finding") >= 1, samples
     forging = [t for t, _, f in fetched if f]
     print(f"{strategy} under {action}: caught by a spot check after {len(forging)} forging-time tunnels, "

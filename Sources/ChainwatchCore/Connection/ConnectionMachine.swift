@@ -58,6 +58,8 @@ public struct ConnectionMachine: Sendable {
     /// How the connect goes (the request being connected, the resolved addresses tried); kept while relaying, whose
     /// `.reconnect` dials the address the tunnel had again.
     var attempt: ConnectAttempt?
+    /// The `CONNECT`'s User-Agent, if it sent one: which of a client's stacks the tunnel is (`SpareLedger`).
+    public private(set) var userAgent: String?
     /// Whether the upstream connection being made is a tunnel's (CONNECT, SOCKS, transparent), which is inspected,
     /// not a plain-HTTP request's.
     public var connectsForTunnel: Bool {
@@ -261,6 +263,7 @@ public struct ConnectionMachine: Sendable {
                 return
             }
             target = authority
+            userAgent = head.value(of: "User-Agent")
         case .forward(let authority, let rewritten):
             // Plain HTTP reaches the same upstreams a tunnel would: the same ports.
             if !limits.allowedPorts.isEmpty && !limits.allowedPorts.contains(authority.port) {

@@ -13,18 +13,22 @@ public struct SpotCheckDues<Address: Hashable & Sendable>: Sendable {
     public let lifetimeMilliseconds: Int64
     public let maxEntries: Int
     @usableFromInline var due: [Address: Int64] = [:]
+    /// When expired entries are next dropped (at most once a second), so `count` is of live checks, near enough: the
+    /// proxy looks the table up on a `CONNECT` only while it is not empty.
+    @usableFromInline var nextSweep: Int64 = 0
 
     public init(lifetimeMilliseconds: Int64 = 300_000, maxEntries: Int = 4_096) {
         self.lifetimeMilliseconds = max(1, lifetimeMilliseconds)
         self.maxEntries = max(1, maxEntries)
     }
 
-    /// Addresses with a check waiting now (expired ones included until they are taken or dropped).
+    /// Addresses with a check waiting (expired ones are dropped within a second of a `mark` or `take`).
     public var count: Int { due.count }
 
     /// A check is due at `address`. false: no room (the table is full of unexpired checks).
     @discardableResult
     public mutating func mark(_ address: Address, now: Int64) -> Bool {
+        sweep(now)
         if due[address] == nil, due.count >= maxEntries {
             due = due.filter { $0.value > now }
             guard due.count < maxEntries else { return false }
@@ -35,7 +39,14 @@ public struct SpotCheckDues<Address: Hashable & Sendable>: Sendable {
 
     /// A tunnel to `address` starts: whether it carries a check (which is then no longer due).
     public mutating func take(_ address: Address, now: Int64) -> Bool {
+        sweep(now)
         guard let expires = due.removeValue(forKey: address) else { return false }
         return expires > now
+    }
+
+    private mutating func sweep(_ now: Int64) {
+        guard now >= nextSweep, !due.isEmpty else { return }
+        nextSweep = now + 1_000
+        due = due.filter { $0.value > now }
     }
 }

@@ -25,16 +25,14 @@ final class TunnelInspection {
     /// The spare connection opened beside the tunnel's at its CONNECT, if any, for a probe beside it (taken once).
     private let takeSpare: () -> SpareConnection?
     /// A spot check rides beside this tunnel (`SpotChecker`): its probe is made afresh, first, on the spare, and a
-    /// chain other than the cached one is judged with the evidence `spot_check`.
+    /// chain other than the cached one is judged as the check's (`SpotChecker.ended`: evidence `spot_check`), whatever
+    /// becomes of the tunnel's own verdict.
     private var check: Check?
     /// Lets the client's hello go after a spot check's (kept here: a timer is freed with its owner).
     private var leadTimer: Timer?
     private struct Check {
-        /// The result the probe cache held for the offer before the check (nil: none was cached).
-        var previous: Prober.CheckedOut?
-        /// The check's own chain, once it answered with one other than `previous`'s: judged as the check's.
-        var newDigest: [UInt8]?
-        var started = false
+        /// Made, or given back for the next tunnel (`giveBackCheck`).
+        var settled = false
     }
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
@@ -116,17 +114,18 @@ final class TunnelInspection {
                 inspector.sparesHanded.add(1, ordering: .relaxed)
                 if probeFirst { inspector.besideProbeFirst.add(1, ordering: .relaxed) } else { inspector.besideTunnelFirst.add(1, ordering: .relaxed) }
             }
-            if probeFirst, check != nil, spare != nil {
-                // A spot check's hello must lead the client's by more than the jitter of whoever reads the two (an
-                // interceptor's threads): the client's follows `SpotChecker.leadMilliseconds` later.
-                probe(offer, fresh: false, spare: spare)
-                let release = Timer(loop: loop) { [weak self] in self?.tellConnection(.flowing(.client)) }
-                leadTimer = release
-                release.schedule(milliseconds: SpotChecker.leadMilliseconds)
-            } else if probeFirst {
-                probe(offer, fresh: false, spare: spare)
-                let release = OnThisLoop { [weak self] in self?.tellConnection(.flowing(.client)) }
-                loop.execute { release.run() }
+            if probeFirst {
+                let checking = probe(offer, fresh: false, spare: spare)
+                if checking, spare != nil {
+                    // A spot check's hello must lead the client's by more than the jitter of whoever reads the two
+                    // (an interceptor's threads): the client's follows `SpotChecker.leadMilliseconds` later.
+                    let release = Timer(loop: loop) { [weak self] in self?.tellConnection(.flowing(.client)) }
+                    leadTimer = release
+                    release.schedule(milliseconds: SpotChecker.leadMilliseconds)
+                } else {
+                    let release = OnThisLoop { [weak self] in self?.tellConnection(.flowing(.client)) }
+                    loop.execute { release.run() }
+                }
             } else {
                 tellConnection(.flowing(.client))
                 probe(offer, fresh: false, spare: spare)
@@ -136,16 +135,8 @@ final class TunnelInspection {
             case .passive(let ders, let stapled): (ders, stapled, nil)
             case .probe(let probe): (probe.chainDER, probe.ocspResponse, probe.chainDigest)
             }
-            // The spot check's own chain, new to the cache: a finding in it is the check's (counted once).
-            let checksChain = digest != nil && check?.newDigest == digest
-            if checksChain { check?.newDigest = nil }
             inspector.judge(chain: ders, stapled: stapled, digest: digest, rule: rule, snapshot: snapshot, tunnel: facts,
-                            source: checksChain ? .spotCheck : chain.source, nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
-                var evidence = evidence
-                if checksChain {
-                    evidence.source = .spotCheck   // a cached verdict comes back as `cache`: it was this check's chain
-                    inspector.spotChecker.besideEnded(verdict.deciding != nil ? .finding : .clean)
-                }
+                            source: chain.source, nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
                 run(machine.chainJudged(verdict, evidence: evidence, resources))
             }
         case .arm(let deadline, let milliseconds):
@@ -182,37 +173,30 @@ final class TunnelInspection {
         }
     }
 
-    private func probe(_ offer: ClientOffer, fresh: Bool, spare: SpareConnection? = nil) {
+    /// Returns whether this probe is the spot check the tunnel carries.
+    @discardableResult
+    private func probe(_ offer: ClientOffer, fresh: Bool, spare: SpareConnection? = nil) -> Bool {
         let key = ProbeKey(address: upstreamAddress, offer: offer)
-        // The spot check this tunnel carries is its first probe, made afresh whatever the cache holds.
-        // (An offer with no result cached is a first contact: its probe goes first, and is no check.)
-        var isCheck = false
-        if check?.started == false {
-            check?.started = true
-            check?.previous = inspector.prober.checkOut(key)
-            isCheck = check?.previous != nil
-            if isCheck { inspector.spotChecker.besideStarted() }
+        // The spot check this tunnel carries is its first probe, made afresh: the cached result stays for the other
+        // tunnels, and the check's chain is compared with it. An offer with nothing cached is a first contact (its
+        // probe goes first all the same) and no check: that is given back for the next tunnel.
+        var previous: ProbeResult?
+        if check?.settled == false {
+            previous = inspector.prober.cachedSuccess(for: key)
+            if previous == nil {
+                giveBackCheck()
+            } else {
+                check?.settled = true
+                inspector.spotChecker.besideStarted()
+            }
         }
-        if fresh { inspector.prober.invalidate(key) }
-        // A tunnel covered by a probe made before it asked is what spot checks watch over; a probe made for this
-        // tunnel is fresh evidence already (a name visited once costs no check).
-        inspector.prober.probe(key, client: client, on: loop, spare: spare) { [self] result, cached in   // keeps the inspection alive until it answers
+        inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: previous != nil) { [self] result, cached in   // keeps the inspection alive until it answers
             var result = result
-            if isCheck {
-                let previous = check?.previous
-                switch result {
-                case .success(let probe) where probe.chainDigest != previous?.chainDigest:
-                    check?.newDigest = probe.chainDigest
-                case .success: inspector.spotChecker.besideEnded(.clean)   // the chain the tunnels were judged with
-                case .failure, .oversized:
-                    inspector.spotChecker.besideEnded(.failed)
-                    // A check that got no chain costs its tunnel nothing: it is weighed against the result it would
-                    // have had without the check, which goes back to the cache.
-                    if let previous {
-                        inspector.prober.restore(key, previous)
-                        result = previous.result
-                    }
-                }
+            if let previous {
+                let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
+                inspector.spotChecker.ended(result, cachedDigest: previous.chain?.chainDigest, context: context, inspector: inspector, loop: loop)
+                // A check that got no chain costs its tunnel nothing: it is weighed against the result it would have had.
+                if result.chain == nil { result = previous }
             }
             if cached, case .success = result {
                 let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
@@ -225,6 +209,15 @@ final class TunnelInspection {
             }
             run(machine.probeAnswered(answer, resources))
         }
+        return previous != nil
+    }
+
+    /// The spot check this tunnel took at its CONNECT will not be made on it (no TLS 1.3 hello, an offer with nothing
+    /// cached, a spare that ended, the tunnel gone): it waits for the next tunnel. Once; nothing when there is none.
+    func giveBackCheck() {
+        guard check?.settled == false else { return }
+        check?.settled = true
+        inspector.spotChecker.giveBack(upstreamAddress, host: machine.facts.connectHost, now: loop.cachedMilliseconds)
     }
 
     /// Work for this loop's next turn (`EventLoop.execute`), run on its thread only, hence the unchecked Sendable.

@@ -89,14 +89,20 @@ public final class Prober: Sendable {
     /// would say, without a second lookup of the key: a warm tunnel asks once).
     /// - Parameter spare: a connection to the key's address opened beside a tunnel's (`SpareConnection`): used when
     ///   this call starts the handshake, closed unused otherwise (an answer from the cache, a handshake in flight).
-    public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil,
+    /// - Parameter fresh: handshake whatever the cache holds (a spot check), joining one in flight; the cached result
+    ///   stays for everyone else meanwhile and is replaced by a success (a failure never replaces a success that has
+    ///   not expired: a check that gets no chain must not answer other tunnels `probe_failed`).
+    public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil, fresh: Bool = false,
                       answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
         let waiter = Waiter(loop: loop, completion: completion)
         let time = now()
         let step = table.withLock { [maxPerClient] table -> Step in
             if let cached = table.results[key] {
-                if time < cached.expires { return .answer(cached.result) }
-                table.results.remove(key)
+                if time < cached.expires {
+                    if !fresh { return .answer(cached.result) }
+                } else {
+                    table.results.remove(key)
+                }
             }
             if table.waiters[key] != nil {
                 table.waiters[key]!.append(waiter)
@@ -160,38 +166,12 @@ public final class Prober: Sendable {
         table.withLock { $0.results.remove(key) }
     }
 
-    /// A successful result taken out of the cache for a spot check (`checkOut`), to put back if the check fails.
-    public struct CheckedOut: Sendable {
-        let result: ProbeResult
-        let expires: Int64
-        /// Its chain's digest (nil: a chain too large to cache verdicts for).
-        public var chainDigest: [UInt8]? {
-            if case .success(let probe) = result { probe.chainDigest } else { nil }
-        }
-    }
-
-    /// Takes `key`'s cached result out (as `invalidate`) for a spot check that probes afresh, and returns it when it
-    /// was a success.
-    public func checkOut(_ key: ProbeKey) -> CheckedOut? {
-        table.withLock { table in
-            guard let cached = table.results[key] else { return nil }
-            table.results.remove(key)
-            guard case .success = cached.result else { return nil }
-            return CheckedOut(result: cached.result, expires: cached.expires)
-        }
-    }
-
-    /// A spot check that took `previous` out got no chain (a reset, a timeout, no slot): its failure says nothing a
-    /// tunnel should be blocked for, so the success goes back (with its own expiry) unless another success has been
-    /// cached since. Without this a check's failure, cached for `failureTTL`, answered the next tunnels
-    /// `probe_failed`.
-    public func restore(_ key: ProbeKey, _ previous: CheckedOut) {
+    /// The successful result cached for `key` and not expired, if any (what a spot check compares its fresh chain with).
+    public func cachedSuccess(for key: ProbeKey) -> ProbeResult? {
         let time = now()
-        guard previous.expires > time else { return }
-        table.withLock { [maxEntries, maxBytes] table in
-            if case .success? = table.results[key]?.result { return }
-            table.results.remove(key)
-            table.store(previous.result, for: key, now: time, expires: previous.expires, maxEntries: maxEntries, maxBytes: maxBytes)
+        return table.withLock { table in
+            guard let cached = table.results[key], time < cached.expires, case .success = cached.result else { return nil }
+            return cached.result
         }
     }
 
@@ -310,7 +290,9 @@ public final class Prober: Sendable {
         let waiters = table.withLock { [maxEntries] table in
             let waiters = table.waiters.removeValue(forKey: key) ?? []
             table.release(key)
-            if keep {
+            let replacesSuccess: Bool = if case .success = result { false }
+                else if let cached = table.results[key], time < cached.expires, case .success = cached.result { true } else { false }
+            if keep, !replacesSuccess {
                 table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries, maxBytes: maxBytes)
             }
             return waiters

@@ -45,22 +45,28 @@ public final class SpotChecker: Sendable {
         /// Of `started`, those beside a tunnel; checks made due beside one (some lapse with no tunnel).
         var beside = 0
         var besideDue = 0
+        /// Checks a tunnel took and gave back, for the next one (see `giveBack`).
+        var givenBack = 0
     }
 
     /// `--spot-check-rate`'s default: a forger who forges every connection for 20 s of use goes unseen with
-    /// probability e^(−0.3·20) < 0.3 %; one who forges connections with no twin in the 0.5 s before them, at a tunnel
-    /// a second, e^(−0.3·(0.75 + 0.25·0.5)·20) = 0.5 % (README, Spot checks).
-    public static let defaultRate = 0.3
+    /// probability e^(−0.4·20) < 0.04 %; one who forges connections with no twin in the 0.5 s before them, at a
+    /// tunnel a second, e^(−0.4·(0.3 + 0.7·0.5)·20) = 0.55 %, and one who spares every pair of connections that come
+    /// together e^(−0.4·0.7·20) = 0.37 % (README, Spot checks).
+    public static let defaultRate = 0.4
     /// How long a tunnel that carries a spot check holds its client's hello after the check's left: long enough that
     /// the check's hello comes first to whoever reads both (a few microseconds apart, two connections handled by an
     /// interceptor's threads arrive in either order), short enough to cost the tunnel nothing that matters.
     static let leadMilliseconds = 5
-    /// `--spot-check-beside`'s default: the fraction of checks made beside the next tunnel.
-    public static let defaultBesideFraction = 0.75
+    /// `--spot-check-beside`'s default: the fraction of checks made beside the next tunnel. The forgers that each kind
+    /// misses (a check beside a tunnel comes as a pair of connections, which a forger can spare; a check alone falls
+    /// within the window of a forger of lone connections about half the time at a tunnel a second) then meet checks
+    /// at about the same rate: 0.7 λ and 0.65 λ.
+    public static let defaultBesideFraction = 0.3
 
     /// The fraction of checks made beside a tunnel (0 with `--no-spare-connections`: a check beside needs a spare).
     public let besideFraction: Double
-    private let dues = Lock(SpotCheckDues<SocketAddress>())
+    private let dues = Lock(SpotCheckDues<Due>())
     /// How many addresses have a check due: a CONNECT looks the table up (a lock) only when some have.
     private let dueCount = Atomic<Int>(0)
 
@@ -70,13 +76,35 @@ public final class SpotChecker: Sendable {
         schedule = Lock(SpotCheckSchedule(settings: .init(ratePerSecond: ratePerSecond, inUseMilliseconds: inUseMilliseconds)))
     }
 
-    /// A tunnel to `address` is about to connect: whether it carries a check beside it (taken: the next one does not).
-    func takeDue(_ address: SocketAddress, now: Int64) -> Bool {
+    /// Where a check beside a tunnel waits: the upstream address and the name the tunnels that used it `CONNECT`ed to
+    /// (another name at a shared address, a CDN's, must not take it).
+    struct Due: Hashable, Sendable {
+        var address: SocketAddress
+        var host: String
+    }
+
+    /// A tunnel to `host` at `address` is about to connect: whether it carries a check beside it (taken: the next one
+    /// does not, unless this one gives it back with `giveBack`).
+    func takeDue(_ address: SocketAddress, host: String, now: Int64) -> Bool {
         guard dueCount.load(ordering: .relaxed) > 0 else { return false }
         return dues.withLock { dues in
-            let taken = dues.take(address, now: now)
+            let taken = dues.take(Due(address: address, host: host), now: now)
             dueCount.store(dues.count, ordering: .relaxed)
             return taken
+        }
+    }
+
+    /// A tunnel that took a check could not carry it (no TLS 1.3 hello, an offer with no cached probe to compare, a
+    /// connect that failed, a spare that ended first): the check waits for the next tunnel again.
+    func giveBack(_ address: SocketAddress, host: String, now: Int64) {
+        counters.withLock { $0.givenBack += 1 }
+        mark(Due(address: address, host: host), now: now)
+    }
+
+    private func mark(_ due: Due, now: Int64) {
+        dues.withLock { dues in
+            dues.mark(due, now: now)
+            dueCount.store(dues.count, ordering: .relaxed)
         }
     }
 
@@ -85,20 +113,7 @@ public final class SpotChecker: Sendable {
         counters.withLock { $0.started += 1; $0.beside += 1 }
     }
 
-    /// How a check beside a tunnel ended: its chain was the cached one or passed (`.clean`), a finding, or no chain.
-    enum Result { case clean, finding, failed }
-
-    func besideEnded(_ result: Result) {
-        counters.withLock {
-            switch result {
-            case .clean: $0.clean += 1
-            case .finding: $0.findings += 1
-            case .failed: $0.failed += 1
-            }
-        }
-    }
-
-    /// (started, clean: the same chain again or one that passes, with a finding, failed to probe), for /metrics.
+    /// The counters, for /metrics.
     var totals: Counters { counters.withLock { $0 } }
 
     /// An exponential draw with mean 1 / rate, in milliseconds.
@@ -132,52 +147,57 @@ public final class SpotChecker: Sendable {
                 guard let context = timers.context(key) else { continue }
                 check(context.key, context: context, inspector: inspector, loop: timers.loop)
             case .checkBeside(let key):
+                guard let context = timers.context(key) else { continue }
                 counters.withLock { $0.besideDue += 1 }
-                dues.withLock { dues in
-                    dues.mark(key.address, now: timers.loop.cachedMilliseconds)
-                    dueCount.store(dues.count, ordering: .relaxed)
-                }
+                mark(Due(address: key.address, host: context.facts.connectHost), now: timers.loop.cachedMilliseconds)
             }
         }
     }
 
     private func check(_ key: ProbeKey, context: Context, inspector: Inspector, loop: EventLoop) {
         counters.withLock { $0.started += 1 }
-        let previous = inspector.prober.checkOut(key)
-        let cached = previous?.chainDigest
-        inspector.prober.probe(key, client: context.client, on: loop) { [self] result in
-            guard case .success(let probe) = result else {
-                counters.withLock { $0.failed += 1 }
-                if let previous { inspector.prober.restore(key, previous) }   // no chain: the tunnels keep theirs
+        let cached = inspector.prober.cachedSuccess(for: key)?.chain?.chainDigest
+        // Fresh: the cached result stays for the tunnels meanwhile, and only a chain replaces it.
+        inspector.prober.probe(key, client: context.client, on: loop, fresh: true) { [self] result, _ in
+            ended(result, cachedDigest: cached, context: context, inspector: inspector, loop: loop)
+        }
+    }
+
+    /// A check's probe (alone, or beside a tunnel: `TunnelInspection`) answered. No chain: counted, nothing more (the
+    /// cached result stays). The cached chain again: clean. Another chain: judged under the context's rule, and one
+    /// that fails is a finding (a line with the evidence `spot_check`; under `block` the upstream marked known-bad).
+    func ended(_ result: ProbeResult, cachedDigest: [UInt8]?, context: Context, inspector: Inspector, loop: EventLoop) {
+        guard case .success(let probe) = result else {
+            counters.withLock { $0.failed += 1 }
+            return
+        }
+        if let cachedDigest, cachedDigest == probe.chainDigest {
+            counters.withLock { $0.clean += 1 }   // the chain the tunnels were judged with
+            return
+        }
+        let key = context.key
+        var facts = context.facts
+        facts.probeJA4 = probe.ja4
+        inspector.judge(chain: probe.chainDER, stapled: probe.ocspResponse, digest: probe.chainDigest, rule: context.rule,
+                        snapshot: context.snapshot, tunnel: facts, source: .spotCheck,
+                        nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
+            var evidence = evidence
+            evidence.source = .spotCheck   // a cached verdict comes back as `cache`: it was this check's chain
+            guard verdict.deciding != nil else {
+                counters.withLock { $0.clean += 1 }
                 return
             }
-            if let cached, cached == probe.chainDigest {
-                counters.withLock { $0.clean += 1 }   // the chain the tunnels were judged with
-                return
-            }
-            var facts = context.facts
-            facts.probeJA4 = probe.ja4
-            inspector.judge(chain: probe.chainDER, stapled: probe.ocspResponse, digest: probe.chainDigest, rule: context.rule,
-                            snapshot: context.snapshot, tunnel: facts, source: .spotCheck,
-                            nowMilliseconds: loop.cachedMilliseconds, on: loop) { [self] verdict, evidence in
-                var evidence = evidence
-                evidence.source = .spotCheck   // a cached verdict comes back as `cache`: it was this check's chain
-                guard verdict.deciding != nil else {
-                    counters.withLock { $0.clean += 1 }
-                    return
-                }
-                counters.withLock { $0.findings += 1 }
-                let leafKeyType = evidence.validation.presented.first?.keyType
-                let hello = try? ClientHello.parse(handshakeMessage: key.offer.template?.message ?? [])
-                let marking = KnownBadRule.marking(verdict, facts: facts, leafKeyType: leafKeyType, clientHello: hello, largeChain: false)
-                inspector.report(verdict, evidence: evidence, rule: context.rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds,
-                                 marksKnownBad: marking != nil)
-                if let finding = marking {
-                    inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
-                        finding: finding, ruleName: context.rule.name, rule: context.rule.identity, evidence: evidence.withNames(),
-                        expires: loop.cachedMilliseconds + inspector.cache.knownBadMilliseconds,
-                        anchors: context.snapshot.anchorsGeneration))
-                }
+            counters.withLock { $0.findings += 1 }
+            let leafKeyType = evidence.validation.presented.first?.keyType
+            let hello = try? ClientHello.parse(handshakeMessage: key.offer.template?.message ?? [])
+            let marking = KnownBadRule.marking(verdict, facts: facts, leafKeyType: leafKeyType, clientHello: hello, largeChain: false)
+            inspector.report(verdict, evidence: evidence, rule: context.rule, tunnel: facts, nowMilliseconds: loop.cachedMilliseconds,
+                             marksKnownBad: marking != nil)
+            if let finding = marking {
+                inspector.cache.markBad(Authority(host: facts.connectHost, port: facts.port), VerdictCache.KnownBad(
+                    finding: finding, ruleName: context.rule.name, rule: context.rule.identity, evidence: evidence.withNames(),
+                    expires: loop.cachedMilliseconds + inspector.cache.knownBadMilliseconds,
+                    anchors: context.snapshot.anchorsGeneration))
             }
         }
     }

@@ -38,4 +38,30 @@ import Testing
         }
         #expect(ledger.counts.open == 0)
     }
+
+    /// A second browser on the same machine (another User-Agent in its CONNECT, and a hello of another shape) gets a
+    /// spare of its own at an address where the first has had one; the same stack does not; a client that makes up a
+    /// User-Agent per CONNECT gets `maxStacks` at most per address and cooldown.
+    @Test func eachStackOfAClientGetsItsOwnSpareUpToABound() {
+        var ledger = SpareLedger(cooldownMilliseconds: 1_000, maxStacks: 3)
+        let chrome = SpareLedger.stack(userAgent: "Mozilla/5.0 (X11; Linux x86_64) Chrome/152.0")
+        let firefox = SpareLedger.stack(userAgent: "Mozilla/5.0 (X11; Linux x86_64; rv:155.0) Gecko/20100101 Firefox/155.0")
+        #expect(chrome != firefox && chrome != 0 && SpareLedger.stack(userAgent: nil) == 0 && SpareLedger.stack(userAgent: "") == 0)
+        ledger.opened(a, client: alice, stack: chrome)
+        ledger.ended(a, client: alice, stack: chrome, now: 10)
+        #expect(!ledger.mayOpen(a, client: alice, stack: chrome, now: 20))
+        #expect(ledger.mayOpen(a, client: alice, stack: firefox, now: 20), "another stack's first contact")
+        ledger.opened(a, client: alice, stack: firefox)
+        #expect(!ledger.mayOpen(a, client: alice, stack: firefox, now: 21), "one open per stack")
+        #expect(ledger.mayOpen(a, client: alice, stack: 7, now: 21), "a third stack: 2 of 3 taken")
+        ledger.opened(a, client: alice, stack: 7)
+        #expect(!ledger.mayOpen(a, client: alice, stack: 8, now: 22), "a fourth: past maxStacks (one cooling, two open)")
+        #expect(ledger.mayOpen(a, client: bob, stack: 8, now: 22), "bob's count is his own")
+        ledger.ended(a, client: alice, stack: firefox, now: 30)
+        ledger.ended(a, client: alice, stack: 7, now: 30)
+        #expect(!ledger.mayOpen(a, client: alice, stack: 8, now: 500))
+        #expect(ledger.mayOpen(a, client: alice, stack: 8, now: 1_010), "chrome's cooldown ended: room for one more")
+        #expect(ledger.mayOpen(a, client: alice, stack: chrome, now: 1_010))
+        #expect(ledger.counts == (open: 0, cooling: 3))
+    }
 }

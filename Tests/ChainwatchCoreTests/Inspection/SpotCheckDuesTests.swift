@@ -39,4 +39,16 @@ import Testing
         let one = dues.take(1, now: 1_300), three = dues.take(3, now: 1_300), two = dues.take(2, now: 1_300)
         #expect(one && three && !two)
     }
+
+    /// Expired checks leave the table (within a second of the next call), so an empty table means none is waiting and
+    /// a `CONNECT` need not look.
+    @Test func expiredChecksAreSweptSoTheCountIsOfLiveOnes() {
+        var dues = SpotCheckDues<String>(lifetimeMilliseconds: 10_000)
+        dues.mark("a", now: 0)
+        dues.mark("b", now: 5_000)
+        let none = dues.take("c", now: 11_000)
+        #expect(!none && dues.count == 1, "a expired and was swept; b lives until 15 000")
+        let b = dues.take("b", now: 11_001)
+        #expect(b && dues.count == 0)
+    }
 }
