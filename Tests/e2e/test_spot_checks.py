@@ -22,7 +22,7 @@ from interceptor import Interceptor
 from test_admin import metrics, value
 from test_genuine_servers import STATUS_PAGE
 from test_probe_is_the_client import cffi
-from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, rsa_leaf, threaded  # noqa: F401 (fixtures)
 
 
 class ForgeFromNowOn:
@@ -239,3 +239,27 @@ def test_checks_beside_tunnels_to_a_one_connection_server_cost_no_page_and_no_li
     assert beside >= 2 and clean >= 1, samples
     assert value(samples, "chainwatch_spot_checks_total", result="finding") == 0
     assert max(took) < 3, f"a fetch waited for the probe's timeout: {took}"
+
+
+@pytest.mark.parametrize("action", ["block", "alert"])
+def test_a_genuine_server_that_changes_its_certificate_is_probed_afresh_not_flagged(start_proxy, tmp_path, pki, rsa_leaf,
+                                                                                      closing, action):
+    """The genuine server's certificate changes while a probe is cached (an ECDSA leaf, then an RSA one for the same
+    name under the same intermediate: another flight length). The next tunnel's flight differs from the cached probe,
+    so chainwatch probes again, afresh: the new chain passes, the page comes, no line. (A re-probe answered from the
+    cache would weigh the new flight against the old probe again: evidence_mismatch on a genuine change.)"""
+    _, rsa_key, rsa_fullchain = rsa_leaf
+    ecdsa = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
+    rsa = closing(threaded(rsa_fullchain, rsa_key, blob=PAGE))
+    switch = ForgeFromNowOn()   # "forger" here is the same server with its new certificate
+    icpt = closing(Interceptor({"genuine": ecdsa.port, "forger": rsa.port}, switch))
+    p = start_proxy("--policy", str(pinned_policy(tmp_path, pki, action)), "--hosts", str(hosts_file(tmp_path)),
+                    "--probe-timeout", "2", "--spot-check-rate", "0")
+    first = curl(p, icpt.port, path="/blob")
+    assert PAGE in first.stdout, first
+    switch.forge()
+    for n in range(2):
+        ran = curl(p, icpt.port, path="/blob")
+        assert PAGE in ran.stdout, (n, ran, p.output()[-1500:])
+    time.sleep(0.3)
+    assert read_alert_lines(p.alert_log, icpt.port) == []

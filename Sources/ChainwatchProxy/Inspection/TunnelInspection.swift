@@ -190,7 +190,9 @@ final class TunnelInspection {
                 inspector.spotChecker.besideStarted()
             }
         }
-        inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: previous != nil) { [self] result, cached in   // keeps the inspection alive until it answers
+        // `fresh` (a re-probe after the tunnel's flight disagreed with the cached result) handshakes whatever the cache
+        // holds, as a check does; a chain replaces the cached one.
+        inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: fresh || previous != nil) { [self] result, cached in   // keeps the inspection alive until it answers
             var result = result
             if let previous {
                 let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
