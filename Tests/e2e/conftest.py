@@ -50,13 +50,25 @@ class Proxy:
             # read-only memory; under an RLIMIT_FSIZE below its size (about 230 KB here) the write is cut short and
             # the process dies of SIGBUS before main. With no usable $TMPDIR the runtime skips that mapping.
             env = {**(env or os.environ), "TMPDIR": str(pathlib.Path(tmp) / "no-tmpdir-under-tsan")}
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit, env=env)
-        try:
-            self._wait_until_listening()
-            self._wait_for_admin()
-        except Exception:
-            self.stop()
-            raise
+        # The listen port was free when picked, but another worker's process may take it before this one binds (the
+        # suite runs on several workers): then a fresh port, twice at most. Any other early exit fails with its output.
+        for attempt in range(3):
+            self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=limit, env=env)
+            try:
+                self._wait_until_listening()
+                self._wait_for_admin()
+                break
+            except Exception as error:
+                self.stop()
+                output = self.output()
+                if attempt < 2 and f"bind {bracketed}:{self.port} failed: Address already in use" in output:
+                    old = self.port
+                    self.port = free_port(listen_host)
+                    self.args = [a.replace(f"{bracketed}:{old}", f"{bracketed}:{self.port}") if a == f"{bracketed}:{old}" else a
+                                 for a in self.args]
+                    self.log = open(self.log_path, "ab")
+                    continue
+                raise RuntimeError(f"{error}; chainwatch said: {output[-1500:]}") from error
 
     def _wait_for_admin(self, timeout=10.0):
         """The admin listener starts after the proxy port (on its own thread): when the test named one, wait until it
@@ -121,7 +133,8 @@ class Proxy:
         raise AssertionError("no VmRSS")
 
     def output(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         return self.log_path.read_text(errors="replace")
 
     def stop(self, sig=signal.SIGTERM, timeout=15):

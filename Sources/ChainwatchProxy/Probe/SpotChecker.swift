@@ -169,6 +169,9 @@ public final class SpotChecker: Sendable {
     func ended(_ result: ProbeResult, cachedDigest: [UInt8]?, context: Context, inspector: Inspector, loop: EventLoop) {
         guard case .success(let probe) = result else {
             counters.withLock { $0.failed += 1 }
+            // Not a finding (servers reset and time out), but an interceptor that recognises checks and resets them
+            // would show here first: one log line per failed check, at most λ a second per upstream.
+            inspector.logger.notice("spot check of \(context.facts.connectHost) at \(context.key.address) got no chain: \(result.failureReason ?? "")")
             return
         }
         if let cachedDigest, cachedDigest == probe.chainDigest {
