@@ -97,10 +97,19 @@ class Proxy:
         it has left the proxy's count (it is accepted when its FIN arrives): a test that counts connections
         (--max-connections) starts from zero."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        bracketed = f"[{self.host}]" if ":" in self.host else self.host
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"chainwatch exited with {self.proc.returncode} before listening on {self.port}")
+            # Only the proxy's own word that it listens there counts: another worker's process that took the port
+            # first would answer the connect below (seen in CI: the proxy had failed to bind, the test then talked to
+            # a stranger).
+            if f"listening on {bracketed}:{self.port}" not in self.output():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"chainwatch not listening on {self.host}:{self.port}")
+                time.sleep(0.05)
+                continue
             try:
                 with socket.socket(family) as s:
                     s.settimeout(max(0.1, deadline - time.monotonic()))

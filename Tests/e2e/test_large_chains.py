@@ -62,7 +62,9 @@ def server_bytes_through(proxy, port, tls, want, timeout=10, alpn=None):
         sock.sendall(f"CONNECT genuine.test:{port} HTTP/1.1\r\nHost: genuine.test:{port}\r\n\r\n".encode())
         head = b""
         while b"\r\n\r\n" not in head:
-            head += sock.recv(1)
+            chunk = sock.recv(1)
+            assert chunk, f"the proxy closed before answering the CONNECT: {head!r}"
+            head += chunk
         assert head.startswith(b"HTTP/1.1 200"), head
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
@@ -244,7 +246,9 @@ def open_tunnel(proxy, port):
     sock.sendall(f"CONNECT genuine.test:{port} HTTP/1.1\r\nHost: genuine.test:{port}\r\n\r\n".encode())
     head = b""
     while b"\r\n\r\n" not in head:
-        head += sock.recv(1)
+        chunk = sock.recv(1)
+        assert chunk, f"the proxy closed before answering the CONNECT: {head!r}"
+        head += chunk
     assert head.startswith(b"HTTP/1.1 200"), head
     return sock
 
