@@ -151,15 +151,6 @@ public final class Prober: Sendable {
         return table.withLock { table in table.results[key].map { time < $0.expires } ?? false }
     }
 
-    /// The chain digest of the successful result cached for `key` (expired or not); nil when there is none, or it has
-    /// no digest (a chain too large to cache verdicts for).
-    public func cachedChainDigest(for key: ProbeKey) -> [UInt8]? {
-        table.withLock { table in
-            guard case .success(let result)? = table.results[key]?.result else { return nil }
-            return result.chainDigest
-        }
-    }
-
     /// Forgets the cached result for `key`: the next probe handshakes again. A handshake in flight is not
     /// affected (its waiters get its result, which is then cached).
     public func invalidate(_ key: ProbeKey) {
