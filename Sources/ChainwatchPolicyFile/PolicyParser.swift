@@ -49,7 +49,8 @@ struct PolicyParser {
     mutating func parse(yaml: String) -> Policy? {
         let root: Node?
         do {
-            root = try Yams.compose(yaml: yaml)
+            // UTF-8 named: the default would read the environment on every load to pick an encoding.
+            root = try Yams.compose(yaml: yaml, .default, .default, .utf8)
         } catch let error as YamlError {
             reportYAML(error, yaml: yaml)
             return nil

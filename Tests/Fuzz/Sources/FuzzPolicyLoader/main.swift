@@ -62,10 +62,20 @@ func checkMatching(_ policy: Policy) {
     }
 }
 
+/// Whether `bytes` hold `word` (ASCII) anywhere.
+func contains<C: Collection<UInt8>>(_ bytes: C, _ word: String) -> Bool {
+    let w = Array(word.utf8)
+    let b = Array(bytes)
+    guard b.count >= w.count else { return false }
+    return (0...(b.count - w.count)).contains { i in b[i..<(i + w.count)].elementsEqual(w) }
+}
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPolicyLoader(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
-    let text = String(decoding: FuzzInput(start, count).rest, as: UTF8.self)
-    if text.contains("dev") || text.contains("proc") || text.contains("\\") { return -1 }
+    let bytes = FuzzInput(start, count).rest
+    // Searched in the bytes: String.contains goes through Foundation here, a twentieth of the executions' time.
+    if contains(bytes, "dev") || contains(bytes, "proc") || bytes.contains(UInt8(ascii: "\\")) { return -1 }
+    let text = String(decoding: bytes, as: UTF8.self)
     do {
         let (policy, warnings) = try PolicyLoader.load(yaml: text, path: path, now: now)
         check(warnings.allSatisfy { $0.severity == .warning }, "loaded with an error: \(warnings)")
