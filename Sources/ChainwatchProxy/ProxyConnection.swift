@@ -280,7 +280,7 @@ final class ProxyConnection: ConnectionDelegate {
         if !spareConsidered, worker.configuration.spareConnections, machine.connectsForTunnel, let snapshot, let target = machine.target {
             spareConsidered = true
             let now = worker.loop.cachedMilliseconds
-            if worker.inspector.spotChecker.takeDue(address, host: target.host, now: now) {
+            if worker.inspector.spotChecker.takeDue(address, host: target.host, stack: spareStack, now: now) {
                 // A spot check rides beside this tunnel, under any rule: its connection first, as its hello will be.
                 carriesSpotCheck = true
                 openSpare(to: address)
@@ -321,13 +321,14 @@ final class ProxyConnection: ConnectionDelegate {
         if let inspection {
             inspection.giveBackCheck()
         } else if !spotCheckGivenBack, let target = machine.target, let address = connectedAddress ?? spare?.address {
-            worker.inspector.spotChecker.giveBack(address, host: target.host, now: worker.loop.cachedMilliseconds)
+            worker.inspector.spotChecker.giveBack(address, host: target.host, stack: spareStack, now: worker.loop.cachedMilliseconds)
         }
         spotCheckGivenBack = true
     }
 
-    /// Which of the client's stacks this tunnel is, as the spare ledger knows it (its CONNECT's User-Agent).
-    private var spareStack: UInt64 { SpareLedger.stack(userAgent: machine.userAgent) }
+    /// Which of the client's stacks this tunnel is, as the spare ledger and the spot checks' dues know it (its
+    /// CONNECT's User-Agent).
+    var spareStack: UInt64 { SpareLedger.stack(userAgent: machine.userAgent) }
 
     /// The spare's address as the ledger knows it.
     static func upstream(_ address: SocketAddress) -> SpareLedger.Upstream {

@@ -13,6 +13,9 @@ final class TunnelInspection {
     private let upstreamAddress: SocketAddress
     /// The client's address, whose share of the probe line its tunnel's probes use (`Prober.maxPerClient`).
     private let client: [UInt8]
+    /// The client's stack, as its CONNECT's User-Agent names it: a spot check drawn for this tunnel's key waits for a
+    /// tunnel of the same stack (`SpotChecker.Due`).
+    private let stack: UInt64
     /// This loop's spot-check timers: a tunnel that relies on a probe tells the spot checker.
     private let spotChecks: SpotCheckTimers
     private var machine: InspectionMachine
@@ -36,11 +39,12 @@ final class TunnelInspection {
     }
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
-         client: [UInt8], spotChecks: SpotCheckTimers, carriesSpotCheck: Bool = false, holdLimit: Int,
+         client: [UInt8], stack: UInt64, spotChecks: SpotCheckTimers, carriesSpotCheck: Bool = false, holdLimit: Int,
          takeSpare: @escaping () -> SpareConnection? = { nil }, spareIsOpen: @escaping () -> Bool = { false },
          tellConnection: @escaping (ConnectionMachine.Event) -> Void) {
         check = carriesSpotCheck ? Check() : nil
         self.client = client
+        self.stack = stack
         self.takeSpare = takeSpare
         self.spotChecks = spotChecks
         self.inspector = inspector
@@ -195,13 +199,13 @@ final class TunnelInspection {
         inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: fresh || previous != nil) { [self] result, cached in   // keeps the inspection alive until it answers
             var result = result
             if let previous {
-                let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
+                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
                 inspector.spotChecker.ended(result, cachedDigest: previous.chain?.chainDigest, context: context, inspector: inspector, loop: loop)
                 // A check that got no chain costs its tunnel nothing: it is weighed against the result it would have had.
                 if result.chain == nil { result = previous }
             }
             if cached, case .success = result {
-                let context = SpotChecker.Context(key: key, client: client, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
+                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
                 inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
             }
             let answer: InspectionMachine.ProbeAnswer = switch result {
@@ -219,7 +223,7 @@ final class TunnelInspection {
     func giveBackCheck() {
         guard check?.settled == false else { return }
         check?.settled = true
-        inspector.spotChecker.giveBack(upstreamAddress, host: machine.facts.connectHost, now: loop.cachedMilliseconds)
+        inspector.spotChecker.giveBack(upstreamAddress, host: machine.facts.connectHost, stack: stack, now: loop.cachedMilliseconds)
     }
 
     /// Work for this loop's next turn (`EventLoop.execute`), run on its thread only, hence the unchecked Sendable.

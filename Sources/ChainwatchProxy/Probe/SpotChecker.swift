@@ -24,10 +24,12 @@ public final class SpotChecker: Sendable {
     /// What a check judges its chain under: the rule, policy and facts of the last tunnel on this loop that used the
     /// key, and that tunnel's key itself (keys of one shape are equal, but each carries its own client's hello: the check
     /// mirrors the latest) and client, whose share of the probe line (`Prober.maxPerClient`) the check uses: a client's
-    /// tunnels cannot make checks that fill the line for others.
+    /// tunnels cannot make checks that fill the line for others. `stack`: that tunnel's client stack as its CONNECT's
+    /// User-Agent names it (`SpareLedger.stack(userAgent:)`), which a check beside a tunnel waits for.
     struct Context: Sendable {
         var key: ProbeKey
         var client: [UInt8]
+        var stack: UInt64
         var rule: Rule
         var snapshot: PolicySnapshot
         var facts: ConnectionFacts
@@ -77,18 +79,23 @@ public final class SpotChecker: Sendable {
     }
 
     /// Where a check beside a tunnel waits: the upstream address and the name the tunnels that used it `CONNECT`ed to
-    /// (another name at a shared address, a CDN's, must not take it).
+    /// (another name at a shared address, a CDN's, must not take it), and the client stack of the tunnel whose key drew
+    /// it (its `CONNECT`'s User-Agent, hashed): checks are drawn per hello shape, and one taken by another stack's
+    /// tunnel would be made with that tunnel's hello. A forger who forges one browser's connections beside busy traffic
+    /// of another client would then meet only a share of its checks; keyed by the stack, each shape's checks ride
+    /// beside its own tunnels. Clients that send no User-Agent (SOCKS, transparent) are one stack.
     struct Due: Hashable, Sendable {
         var address: SocketAddress
         var host: String
+        var stack: UInt64
     }
 
-    /// A tunnel to `host` at `address` is about to connect: whether it carries a check beside it (taken: the next one
-    /// does not, unless this one gives it back with `giveBack`).
-    func takeDue(_ address: SocketAddress, host: String, now: Int64) -> Bool {
+    /// A tunnel to `host` at `address`, of the client stack `stack`, is about to connect: whether it carries a check
+    /// beside it (taken: the next one does not, unless this one gives it back with `giveBack`).
+    func takeDue(_ address: SocketAddress, host: String, stack: UInt64, now: Int64) -> Bool {
         guard dueCount.load(ordering: .relaxed) > 0 else { return false }
         return dues.withLock { dues in
-            let taken = dues.take(Due(address: address, host: host), now: now)
+            let taken = dues.take(Due(address: address, host: host, stack: stack), now: now)
             dueCount.store(dues.count, ordering: .relaxed)
             return taken
         }
@@ -96,9 +103,9 @@ public final class SpotChecker: Sendable {
 
     /// A tunnel that took a check could not carry it (no TLS 1.3 hello, an offer with no cached probe to compare, a
     /// connect that failed, a spare that ended first): the check waits for the next tunnel again.
-    func giveBack(_ address: SocketAddress, host: String, now: Int64) {
+    func giveBack(_ address: SocketAddress, host: String, stack: UInt64, now: Int64) {
         counters.withLock { $0.givenBack += 1 }
-        mark(Due(address: address, host: host), now: now)
+        mark(Due(address: address, host: host, stack: stack), now: now)
     }
 
     private func mark(_ due: Due, now: Int64) {
@@ -149,7 +156,7 @@ public final class SpotChecker: Sendable {
             case .checkBeside(let key):
                 guard let context = timers.context(key) else { continue }
                 counters.withLock { $0.besideDue += 1 }
-                mark(Due(address: key.address, host: context.facts.connectHost), now: timers.loop.cachedMilliseconds)
+                mark(Due(address: key.address, host: context.facts.connectHost, stack: context.stack), now: timers.loop.cachedMilliseconds)
             }
         }
     }
