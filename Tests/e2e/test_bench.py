@@ -156,12 +156,14 @@ def test_failing_run_ends_early_and_says_why(tmp_path):
 
 
 def test_rate_is_an_open_loop(tmp_path):
-    # --rate: arrivals on a schedule; 2 s at 40/s is 80 sessions (give or take the last one), whatever -c says.
+    # --rate: arrivals on a schedule; 2 s at 40/s is 80 sessions, whatever -c says: give or take the last one, and a
+    # few more when the run's end is noticed late on a busy machine (the arrivals due by then have started). A closed
+    # loop at -c 4 would start hundreds.
     code, report, output, _ = bench("handshake", "--direct", "--rate", "40", "-c", "4", "--duration", "2", tmp_path=tmp_path)
     assert code == 0, output
     (run, kind), = kinds(report)
     assert "@40/s" in run["label"]
-    assert 76 <= kind["started"] <= 81, kind
+    assert 76 <= kind["started"] <= 84, kind
     assert kind["failed"] == 0 and kind["latencyMicros"]["p50"] > 0
     assert_counts_add_up(report)
 

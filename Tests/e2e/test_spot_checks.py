@@ -128,7 +128,9 @@ def steady_traffic(p, port, policy, forge_after=2.0, seconds=12.0, stop=lambda: 
 
 def test_a_forger_that_waits_for_the_cached_probe_meets_a_spot_check(start_proxy, tmp_path, pki, closing):
     policy, icpt = interception(pki, closing)
-    p = proxy(start_proxy, tmp_path, pki, 2)
+    # λ = 4 (a check at most once per tunnel gap, a fetch every 0.3 s): 12 forged pages pass unseen with probability
+    # about e^(−4·12·0.3) < 1e-6.
+    p = proxy(start_proxy, tmp_path, pki, 4)
     spotted = lambda: any(l["chainwatch"].get("evidence") == "spot_check" for l in read_alert_lines(p.alert_log, icpt.port))
     fetched = steady_traffic(p, icpt.port, policy, stop=spotted)
     time.sleep(1.0)   # the line of a check in flight
@@ -169,7 +171,8 @@ def test_forgers_that_spare_pairs_or_pick_at_random_meet_a_spot_check(start_prox
       the checks alone, at λ = 2 one a second, each forged unless within 50 ms of a tunnel;
     - one that forges a random fifth of all connections, with a fetch every 0.3 s, every check alone
       (`--spot-check-beside 0`, the path beside covers the other forger): about 3 checks a second at λ = 4, each
-      forged with probability 0.2: none in 18 s with probability 0.8^54.
+      forged with probability 0.2 (at most one check a tunnel gap, so about 40 checks in 18 s: none forged with
+      probability about 0.8^40 ≈ 1e-4; the run goes on to 30 s).
     Either is met by a spot check that sees the forged chain: a line with evidence `spot_check`, under block a mark
     (the next CONNECT is refused) and under alert none. The run stops once caught. `without_twin_chrome`: the same
     forger, the fetches made by curl_cffi with Chrome's hello (GREASE, its extension order drawn afresh, ML-KEM), so
@@ -182,7 +185,9 @@ def test_forgers_that_spare_pairs_or_pick_at_random_meet_a_spot_check(start_prox
     rate, beside, every = (1, 1, 1.0) if twin else (2, 0.5, 1.0) if pairless else (4, 0, 0.3)
     p = proxy(start_proxy, tmp_path, pki, rate, action, beside, "--admin", f"127.0.0.1:{admin}")
     spotted = lambda: any(l["chainwatch"].get("evidence") == "spot_check" for l in read_alert_lines(p.alert_log, icpt.port))
-    fetched = steady_traffic(p, icpt.port, policy, seconds=20.0, stop=spotted, every=every, fetch=fetch)
+    # Up to 30 s (the run stops once caught): the pairless and the random-fifth forgers go unseen for 20 s with
+    # probability about 2e-4 here, for 30 s under 1e-5.
+    fetched = steady_traffic(p, icpt.port, policy, seconds=30.0, stop=spotted, every=every, fetch=fetch)
     time.sleep(1.0)   # the line of a check in flight
     lines = read_alert_lines(p.alert_log, icpt.port)
     summary = [(l["event"]["reason"], l["chainwatch"].get("evidence")) for l in lines]
