@@ -31,6 +31,8 @@ final class ProxyConnection: ConnectionDelegate {
     /// first, and kept out of the first-contact ledger.
     private(set) var carriesSpotCheck = false
     private var spotCheckGivenBack = false
+    /// The address the spot check was taken at (a retry may connect elsewhere): where it is given back.
+    private var spotCheckAddress: SocketAddress?
     private var isClosed = false
     /// The client's first bytes, kept while a redialed tunnel may have to send them again (`ConnectionMachine.replayCopy`).
     private var replayBytes: [UInt8] = []
@@ -283,6 +285,7 @@ final class ProxyConnection: ConnectionDelegate {
             if worker.inspector.spotChecker.takeDue(address, host: target.host, stack: spareStack, now: now) {
                 // A spot check rides beside this tunnel, under any rule: its connection first, as its hello will be.
                 carriesSpotCheck = true
+                spotCheckAddress = address
                 openSpare(to: address)
             } else if InspectionMachine.wantsSpareConnection(rule: snapshot.policy.rule(for: target.host, port: target.port)),
                       worker.spares.mayOpen(Self.upstream(address), client: clientKey, stack: spareStack, now: now) {
@@ -320,7 +323,7 @@ final class ProxyConnection: ConnectionDelegate {
         guard carriesSpotCheck else { return }
         if let inspection {
             inspection.giveBackCheck()
-        } else if !spotCheckGivenBack, let target = machine.target, let address = connectedAddress ?? spare?.address {
+        } else if !spotCheckGivenBack, let target = machine.target, let address = spotCheckAddress {
             worker.inspector.spotChecker.giveBack(address, host: target.host, stack: spareStack, now: worker.loop.cachedMilliseconds)
         }
         spotCheckGivenBack = true

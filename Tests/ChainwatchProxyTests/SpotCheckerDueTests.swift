@@ -21,6 +21,15 @@ struct SpotCheckerDueTests {
         #expect(!checker.takeDue(address, host: "site.test", stack: chrome, now: 1_400), "taken once")
     }
 
+    /// After waiting a while for its own stack (which may not come back: one of several apps with one TLS stack and
+    /// their own User-Agents), any tunnel to the place takes the check.
+    @Test func aCheckNoTunnelOfItsStackTookGoesToTheNextTunnel() {
+        let checker = SpotChecker()
+        checker.giveBack(address, host: "site.test", stack: chrome, now: 1_000)
+        #expect(!checker.takeDue(address, host: "site.test", stack: curl, now: 5_000))
+        #expect(checker.takeDue(address, host: "site.test", stack: curl, now: 11_000))
+    }
+
     @Test func aCheckWaitsForItsNameAndAddress() {
         let checker = SpotChecker()
         checker.giveBack(address, host: "site.test", stack: curl, now: 1_000)

@@ -14,7 +14,8 @@ import Synchronization
 /// The fresh result replaces the cached one, so later tunnels are compared with it.
 ///
 /// Two kinds of check, drawn for each (`besideFraction` of them beside): a check **alone** probes at the moment its
-/// timer fires; a check **beside** waits for the next tunnel to the address (`SpotCheckDues`), which opens a spare
+/// timer fires; a check **beside** waits for the next tunnel to the address and name, of the same client stack first
+/// (`SpotCheckDues`), which opens a spare
 /// connection at its CONNECT and sends the check's hello (the tunnel's own offer, mirrored) on it just before the
 /// client's (`TunnelInspection`). A forger who forges connections with no twin before them meets every check beside a
 /// tunnel it would have forged, and a check alone only when no connection came in its window; a forger who waits to
@@ -68,7 +69,7 @@ public final class SpotChecker: Sendable {
 
     /// The fraction of checks made beside a tunnel (0 with `--no-spare-connections`: a check beside needs a spare).
     public let besideFraction: Double
-    private let dues = Lock(SpotCheckDues<Due>())
+    private let dues = Lock(SpotCheckDues<Place, UInt64>())
     /// How many addresses have a check due: a CONNECT looks the table up (a lock) only when some have.
     private let dueCount = Atomic<Int>(0)
 
@@ -79,15 +80,14 @@ public final class SpotChecker: Sendable {
     }
 
     /// Where a check beside a tunnel waits: the upstream address and the name the tunnels that used it `CONNECT`ed to
-    /// (another name at a shared address, a CDN's, must not take it), and the client stack of the tunnel whose key drew
-    /// it (its `CONNECT`'s User-Agent, hashed): checks are drawn per hello shape, and one taken by another stack's
-    /// tunnel would be made with that tunnel's hello. A forger who forges one browser's connections beside busy traffic
-    /// of another client would then meet only a share of its checks; keyed by the stack, each shape's checks ride
-    /// beside its own tunnels. Clients that send no User-Agent (SOCKS, transparent) are one stack.
-    struct Due: Hashable, Sendable {
+    /// (another name at a shared address, a CDN's, must not take it). Within a place, a check waits first for a tunnel
+    /// of the client stack whose tunnels drew it (its `CONNECT`'s User-Agent, hashed; `SpotCheckDues`): checks are
+    /// drawn per hello shape, and one taken by another stack's tunnel is made with that tunnel's hello, so a forger who
+    /// forges one browser's connections beside another client's busy traffic would meet only a share of its checks.
+    /// Clients that send no User-Agent (SOCKS, transparent) are one stack.
+    struct Place: Hashable, Sendable {
         var address: SocketAddress
         var host: String
-        var stack: UInt64
     }
 
     /// A tunnel to `host` at `address`, of the client stack `stack`, is about to connect: whether it carries a check
@@ -95,7 +95,7 @@ public final class SpotChecker: Sendable {
     func takeDue(_ address: SocketAddress, host: String, stack: UInt64, now: Int64) -> Bool {
         guard dueCount.load(ordering: .relaxed) > 0 else { return false }
         return dues.withLock { dues in
-            let taken = dues.take(Due(address: address, host: host, stack: stack), now: now)
+            let taken = dues.take(Place(address: address, host: host), stack: stack, now: now)
             dueCount.store(dues.count, ordering: .relaxed)
             return taken
         }
@@ -105,12 +105,12 @@ public final class SpotChecker: Sendable {
     /// connect that failed, a spare that ended first): the check waits for the next tunnel again.
     func giveBack(_ address: SocketAddress, host: String, stack: UInt64, now: Int64) {
         counters.withLock { $0.givenBack += 1 }
-        mark(Due(address: address, host: host, stack: stack), now: now)
+        mark(Place(address: address, host: host), stack: stack, now: now)
     }
 
-    private func mark(_ due: Due, now: Int64) {
+    private func mark(_ place: Place, stack: UInt64, now: Int64) {
         dues.withLock { dues in
-            dues.mark(due, now: now)
+            dues.mark(place, stack: stack, now: now)
             dueCount.store(dues.count, ordering: .relaxed)
         }
     }
@@ -156,7 +156,7 @@ public final class SpotChecker: Sendable {
             case .checkBeside(let key):
                 guard let context = timers.context(key) else { continue }
                 counters.withLock { $0.besideDue += 1 }
-                mark(Due(address: key.address, host: context.facts.connectHost, stack: context.stack), now: timers.loop.cachedMilliseconds)
+                mark(Place(address: key.address, host: context.facts.connectHost), stack: context.stack, now: timers.loop.cachedMilliseconds)
             }
         }
     }
