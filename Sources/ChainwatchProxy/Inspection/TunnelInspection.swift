@@ -13,8 +13,8 @@ final class TunnelInspection {
     private let upstreamAddress: SocketAddress
     /// The client's address, whose share of the probe line its tunnel's probes use (`Prober.maxPerClient`).
     private let client: [UInt8]
-    /// The client's stack, as its CONNECT's User-Agent names it: a spot check drawn for this tunnel's key waits for a
-    /// tunnel of the same stack (`SpotChecker.Due`).
+    /// The client's stack, as its CONNECT's User-Agent names it: a spot check drawn for this tunnel's key waits first
+    /// for a tunnel of the same stack (`SpotChecker.Place`, `SpotCheckDues`).
     private let stack: UInt64
     /// This loop's spot-check timers: a tunnel that relies on a probe tells the spot checker.
     private let spotChecks: SpotCheckTimers

@@ -15,9 +15,8 @@ import Synchronization
 ///
 /// Two kinds of check, drawn for each (`besideFraction` of them beside): a check **alone** probes at the moment its
 /// timer fires; a check **beside** waits for the next tunnel to the address and name, of the same client stack first
-/// (`SpotCheckDues`), which opens a spare
-/// connection at its CONNECT and sends the check's hello (the tunnel's own offer, mirrored) on it just before the
-/// client's (`TunnelInspection`). A forger who forges connections with no twin before them meets every check beside a
+/// (`SpotCheckDues`), which opens a spare connection at its CONNECT and sends the check's hello (the tunnel's own
+/// offer, mirrored) on it just before the client's (`TunnelInspection`). A forger who forges connections with no twin before them meets every check beside a
 /// tunnel it would have forged, and a check alone only when no connection came in its window; a forger who waits to
 /// see whether a second hello follows spares a check beside a tunnel and meets one alone.
 /// Thread-safe.
@@ -70,7 +69,7 @@ public final class SpotChecker: Sendable {
     /// The fraction of checks made beside a tunnel (0 with `--no-spare-connections`: a check beside needs a spare).
     public let besideFraction: Double
     private let dues = Lock(SpotCheckDues<Place, UInt64>())
-    /// How many addresses have a check due: a CONNECT looks the table up (a lock) only when some have.
+    /// How many places have a check due: a CONNECT looks the table up (a lock) only when some have.
     private let dueCount = Atomic<Int>(0)
 
     public init(ratePerSecond: Double = defaultRate, besideFraction: Double = defaultBesideFraction, inUseMilliseconds: Int64 = 30_000) {
