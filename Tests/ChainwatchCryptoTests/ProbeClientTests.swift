@@ -144,6 +144,44 @@ import Testing
         }
     }
 
+    /// The trace's hello with TLS_RSA_WITH_AES_128_GCM_SHA256 (0x009C) offered after its TLS 1.3 suites, as curl's
+    /// hello offers TLS 1.2 suites.
+    static var clientHelloWithATLS12Suite: [UInt8] {
+        var hello = Trace.clientHello
+        let suites = 38 + 1 + Int(hello[38])   // type, length, version, random; the session id
+        let count = Int(hello[suites]) << 8 | Int(hello[suites + 1])
+        hello.insert(contentsOf: [0x00, 0x9C], at: suites + 2 + count)
+        hello[suites + 1] += 2
+        let length = hello.count - 4
+        hello[1] = UInt8(length >> 16); hello[2] = UInt8((length >> 8) & 0xFF); hello[3] = UInt8(length & 0xFF)
+        return hello
+    }
+
+    /// Below TLS 1.3 the version is the ServerHello's legacy_version, TLS 1.0 to 1.2: one of 0x0304 without
+    /// supported_versions made a plain TLS 1.2 flight (RSA key exchange) a TLS 1.3 result without TLS 1.3's proof
+    /// (found by FuzzProbeClient's invariant); supported_versions naming anything but TLS 1.3 is refused as RFC 8446
+    /// §4.2.1 says. The same ServerHello with 0x0303 is read on (the client then waits for the server's Certificate).
+    @Test(arguments: [([3, 4] as [UInt8], [] as [UInt8], "the ServerHello names version 0x0304 without TLS 1.3's supported_versions"),
+                      ([3, 0], [], "the ServerHello names version 0x0300 without TLS 1.3's supported_versions"),
+                      ([3, 3], [0, 6, 0, 43, 0, 2, 3, 3], "the ServerHello selects version 0x0303, which is not TLS 1.3"),
+                      ([3, 3], [], nil)])
+    func aServerHelloBelowTLS13MustNameItsVersionAsTLS12Does(_ version: [UInt8], _ extensions: [UInt8], _ message: String?) throws {
+        var probe = try ProbeClient(clientHello: Self.clientHelloWithATLS12Suite, recordVersion: 0x0301, crypto: TraceCrypto(),
+                                    maxCertificateList: 512 * 1024)
+        _ = probe.start()
+        let body: [UInt8] = version + [UInt8](repeating: 7, count: 32) + [0] + [0x00, 0x9C] + [0] + extensions
+        let record: [UInt8] = [22, 3, 3, 0, UInt8(body.count + 4), 2, 0, 0, UInt8(body.count)] + body
+        if let message {
+            #expect(throws: ProbeClientError.protocolViolation(message)) { _ = try probe.receive(record) }
+        } else {
+            guard case .needsMoreBytes(let send) = try probe.receive(record) else {
+                Issue.record("a TLS 1.2 ServerHello ended the handshake")
+                return
+            }
+            #expect(send.isEmpty)
+        }
+    }
+
     @Test func aServerAlertIsTheFailure() throws {
         var probe = try client()
         #expect(throws: ProbeClientError.alert(40)) { _ = try probe.receive([21, 3, 3, 0, 2, 2, 40]) }

@@ -419,8 +419,8 @@ def tls13_flight(transcript, shared, alpn=b"h2", records=None):
     return [ee, cert, cv, finished]
 
 
-def server_hello(sid, suite, extensions, random=None):
-    body = u16(0x0303) + (random or bytes(range(0x20, 0x40))) + bytes([len(sid)]) + sid + u16(suite) + b"\x00"
+def server_hello(sid, suite, extensions, random=None, version=0x0303):
+    body = u16(version) + (random or bytes(range(0x20, 0x40))) + bytes([len(sid)]) + sid + u16(suite) + b"\x00"
     if extensions is not None:
         body += u16(len(extensions)) + extensions
     return handshake(2, body)
@@ -474,6 +474,9 @@ def probe_client_seeds():
     # engine returned such a flight as proven (no ServerKeyExchange to check) until it refused them (FUZZING.md).
     probe_seed("tls12-tls13-suite-curl", 0b000, plain(server_hello(sid, 0x1301, None)) + plain(cert12 + done))
     probe_seed("tls12-scsv-curl", 0b000, plain(server_hello(sid, 0x00FF, None)) + plain(cert12 + done))
+    # A ServerHello naming 0x0304 in legacy_version with no supported_versions, then a TLS 1.2 RSA flight: the engine
+    # returned it as a TLS 1.3 result with no TLS 1.3 proof until it refused the version (FUZZING.md).
+    probe_seed("tls12-legacy-0304-curl", 0b000, plain(server_hello(sid, 0x009C, None, version=0x0304)) + plain(cert12 + done))
     chrome_sh = server_hello(sid, 0x1301, ext(0x2B, u16(0x0304)) + ext(0x33, u16(0x1D) + u16(32) + share))
     probe_seed("tls13-chrome-1", 0b011, plain(chrome_sh) + ccs + b"".join(sealed(m) for m in tls13_flight(b"", shared)))
     # Amplified: after the ServerHello, a record of an ignored TLS 1.2 CertificateRequest repeated to 512 KiB.

@@ -200,6 +200,17 @@ public struct ProbeClient {
 
         guard extensions.selectedVersion == 0x0304 else {
             guard !retried else { throw .protocolViolation("a TLS 1.2 ServerHello after a HelloRetryRequest") }
+            // Below TLS 1.3 the version is the ServerHello's own (RFC 8446 §4.2.1): no supported_versions, and one the
+            // client's legacy_version allows, TLS 1.0 to 1.2. Taken as it came, a legacy_version of 0x0304 made a plain
+            // TLS 1.2 flight a TLS 1.3 result without TLS 1.3's proof (found by FuzzProbeClient's invariant).
+            if let selected = extensions.selectedVersion {
+                throw .protocolViolation("the ServerHello selects version \(selected.hexDescription), which is not TLS 1.3")
+            }
+            let clientVersion = UInt16(firstHello[4]) << 8 | UInt16(firstHello[5])
+            let serverVersion = parsed.legacyVersion.rawValue
+            guard serverVersion >= 0x0301, serverVersion <= 0x0303, serverVersion <= clientVersion else {
+                throw .protocolViolation("the ServerHello names version \(serverVersion.hexDescription) without TLS 1.3's supported_versions")
+            }
             // Offered, but never negotiable below TLS 1.3: a TLS 1.3 suite (RFC 8446 §B.4), a signalling value
             // (RFC 5746 §3.3, RFC 7507 §6) or GREASE (RFC 8701 §3). Read on, such a flight had no ServerKeyExchange to
             // check and would be returned as proven.
