@@ -1,10 +1,12 @@
 """Small helpers for the end-to-end tests: ports, raw proxy clients, local servers, the test PKI, alert logs."""
+import collections
 import contextlib
 import csv
 import hashlib
 import json
 import os
 import pathlib
+import random
 import re
 import socket
 import shutil
@@ -17,8 +19,36 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+def _ephemeral_low():
+    try:
+        return int(pathlib.Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_EPHEMERAL_LOW = _ephemeral_low()
+_handed_out = collections.deque(maxlen=4096)
+_port_draws = random.Random()   # its own generator: the tests' draws (interceptors forging at random) stay theirs
+
+
 def free_port(host="127.0.0.1"):
+    """A port that is free now, for a process the test starts to bind soon after. Picked below the kernel's ephemeral
+    range, at random: a port the kernel handed out (bind to port 0) is in that range, where every outgoing
+    connection of every worker also takes its local port, and one of those took a proxy's admin port between the
+    pick and the bind (CI). Never the same port twice in one worker while it is among the last 4 096 handed out."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    low, high = 10000, _EPHEMERAL_LOW - 1
+    for _ in range(200 if high - low > 1000 else 0):
+        port = _port_draws.randint(low, high)
+        if port in _handed_out:
+            continue
+        with socket.socket(family) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.append(port)
+        return port
     with socket.socket(family) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
