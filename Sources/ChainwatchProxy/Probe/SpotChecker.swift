@@ -16,9 +16,10 @@ import Synchronization
 /// Two kinds of check, drawn for each (`besideFraction` of them beside): a check **alone** probes at the moment its
 /// timer fires; a check **beside** waits for the next tunnel to the address and name, of the same client stack first
 /// (`SpotCheckDues`), which opens a spare connection at its CONNECT and sends the check's hello (the tunnel's own
-/// offer, mirrored) on it just before the client's (`TunnelInspection`). A forger who forges connections with no twin before them meets every check beside a
-/// tunnel it would have forged, and a check alone only when no connection came in its window; a forger who waits to
-/// see whether a second hello follows spares a check beside a tunnel and meets one alone.
+/// offer, mirrored) on it just before the client's (`TunnelInspection`). A forger who forges connections with no twin
+/// before them meets every check beside a tunnel it would have forged, and a check alone only when no connection came
+/// in its window; a forger who waits to see whether a second hello follows spares a check beside a tunnel and meets one
+/// alone.
 /// Thread-safe.
 public final class SpotChecker: Sendable {
     /// What a check judges its chain under: the rule, policy and facts of the last tunnel on this loop that used the
