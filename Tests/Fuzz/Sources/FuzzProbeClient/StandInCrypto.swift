@@ -29,6 +29,13 @@ final class StandInCrypto: TLSCrypto, @unchecked Sendable {
         self.maxCertificateList = maxCertificateList
     }
 
+    /// Where the random stream stands, and a move back to such a place: the harness mirrors each hello once and
+    /// replays every input from the state right after it (`main.swift`, `Start`).
+    var position: Int {
+        get { counter }
+        set { counter = newValue }
+    }
+
     func randomBytes(_ count: Int) -> [UInt8] {
         defer { counter += count }
         return (counter..<(counter + count)).map { UInt8(truncatingIfNeeded: $0 &* 167 &+ 13) }
