@@ -406,7 +406,7 @@ def test_png_without_rsvg_convert_is_a_clear_error(tmp_path):
 
 def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path):
     """bench/README.md's first block, run with bash as written except: durations, sizes and client counts made
-    small, the binaries' directory, the port, and no compare.sh, cold.sh, fairness.sh or spot-cost.sh (minutes of runs of their own, tested apart). Another
+    small, the binaries' directory, the port, and no compare.sh, cold.sh, fairness.sh, spot-cost.sh or floor-costs.sh (runs of their own, tested apart). Another
     chainwatch runs meanwhile (as on a machine where one is deployed): the commands must not pick it up."""
     assert CHAINWATCH, "set CHAINWATCH_BIN"
     from pathlib import Path
@@ -419,7 +419,8 @@ def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path
                    .replace(".build/release", bindir)
                    .replace("--duration 10", "--duration 1").replace("-c 2000", "-c 20").replace("--size 256M", "--size 8M")
                    .replace("3190", str(port)))
-    script = "\n".join(l for l in script.splitlines() if not l.startswith(("bench/compare.sh", "bench/cold.sh", "bench/fairness.sh", "bench/spot-cost.sh")))
+    script = "\n".join(l for l in script.splitlines() if not l.startswith(("bench/compare.sh", "bench/cold.sh", "bench/fairness.sh", "bench/spot-cost.sh",
+                                                                          "bench/floor-costs.sh")))
     assert "pidof" not in script and "$P" in script   # the PID of the proxy it started, whatever else runs
     other_port = free_port()
     other = subprocess.Popen([CHAINWATCH, "run", "--listen", f"127.0.0.1:{other_port}", "--admin", "off",
@@ -527,6 +528,34 @@ def test_cold_script_compares_chainwatch_with_the_floor_on_first_contacts(tmp_pa
             assert all(kind["failed"] == 0 and kind["completed"] > 0 for kind in run["kinds"]), run["label"]
     for tls in ["1.2", "1.3"]:
         assert re.search(rf"TLS {re.escape(tls)}: floor \d+\.\d+ +chainwatch \d+\.\d+ +ratio \d+\.\d+", text), text
+
+
+def test_floor_costs_script_times_each_required_operation_and_adds_them_up(tmp_path):
+    """bench/floor-costs.sh as documented, one repetition: each operation timed (a positive figure), the sums and the
+    floors printed are those of the figures printed, and the raw runs' directory is removed afterwards."""
+    from pathlib import Path
+    from helpers import run_script
+    root = Path(__file__).resolve().parents[2]
+    before = set(Path("/tmp").glob("chainwatch-floor-costs-*"))
+    code, text = run_script(f"{root}/bench/floor-costs.sh --repeat 1 --floor-ms 0.2", tmp_path, timeout=120)
+    assert code == 0, text[-3000:]
+    ops = re.search(r"X25519 key generation (\d+\.\d+), X25519 agreement (\d+\.\d+), ECDSA P-256 verification "
+                    r"(\d+\.\d+), d2i_X509 of a P-256 leaf (\d+\.\d+)", text)
+    assert ops, text
+    keygen, agree, verify, decode = map(float, ops.groups())
+    assert all(0 < v < 100_000 for v in (keygen, agree, verify, decode)), ops.groups()
+    sums = re.search(r"key exchange (\d+) \+ the CertificateVerify and the leaf signature (\d+) = (\d+) us; "
+                     r"with OpenSSL 3\.0 decoding the leaf once, (\d+) us", text)
+    assert sums, text
+    exchange, verifications, crypto, with_decoding = map(int, sums.groups())
+    assert abs(exchange - (keygen + agree)) <= 1 and abs(verifications - 2 * verify) <= 1, (sums.groups(), ops.groups())
+    assert abs(crypto - (keygen + agree + 2 * verify)) <= 1 and abs(with_decoding - (crypto + decode)) <= 1.5, text
+    floors = re.search(r"floor relay 200 us per connection, so 4x is 800 us\..*: (\d+\.\d+) floors without the "
+                       r"decoding, (\d+\.\d+) with it", text)
+    assert floors, text
+    assert abs(float(floors.group(1)) - (1 + (keygen + agree + 2 * verify) / 200)) <= 0.01, text
+    assert abs(float(floors.group(2)) - (1 + (keygen + agree + 2 * verify + decode) / 200)) <= 0.01, text
+    assert set(Path("/tmp").glob("chainwatch-floor-costs-*")) <= before
 
 
 def test_fairness_script_measures_warm_sessions_beside_a_storm_on_one_loop(tmp_path):
