@@ -26,7 +26,7 @@ struct Run: ParsableCommand {
     @Option(help: "Address to listen on, ADDR:PORT or [V6]:PORT; one no other process listens on.")
     var listen = "127.0.0.1:3128"
 
-    @Option(name: .customLong("socks"), help: ArgumentHelp("A SOCKS 5 listener, ADDR:PORT or [V6]:PORT on a loopback address (repeatable).",
+    @Option(name: .customLong("socks"), help: ArgumentHelp("A SOCKS 5 listener, ADDR:PORT or [V6]:PORT (repeatable); on an address that is not loopback, with --socks-credentials and --allow-client.",
                                                            discussion: "RFC 1928 (no authentication, or username/password with --socks-credentials), the CONNECT command to a name, an IPv4 or an IPv6 address (curl --socks5-hostname, ssh -D clients). Each tunnel is inspected as a CONNECT's; refusals are SOCKS replies (2, not allowed, for a known-bad upstream or a refused destination; 4, host unreachable, for a name that does not resolve or an upstream that does not answer; 5, connection refused). A non-loopback address needs --socks-credentials and --allow-client."))
     var socks: [String] = []
 
@@ -39,7 +39,10 @@ struct Run: ParsableCommand {
     var transparent: [String] = []
 
     @Option(help: "Event loops, each on its own thread, and as many threads that validate chains no cached verdict covers (default: one per CPU the process may run on, see taskset(1)).")
-    var threads: Int = EventLoop.usableCPUCount
+    var threads: Int?
+    /// `--threads`, or one per CPU this process may run on: a default of the machine's, so not shown by `--help` as
+    /// a number (the man page and the README say it in words).
+    private var loopCount: Int { threads ?? EventLoop.usableCPUCount }
 
     @Option(help: "Policy file (YAML, see policies/REFERENCE.md). Default: the built-in policy: system trust, alert on every failure.")
     var policy: String?
@@ -109,7 +112,7 @@ struct Run: ParsableCommand {
 
     @Option(name: .customLong("allow-destination"),
             help: ArgumentHelp("A network requests may reach although refused by default (repeatable), e.g. 127.0.0.0/8.",
-                               discussion: "Refused by default: link-local (169.254.0.0/16: cloud metadata services; fe80::/10), other metadata addresses, unspecified, multicast and broadcast, loopback when --listen is not a loopback address, and a host name DNS or the system hosts file maps to loopback (DNS rebinding; loopback literals, localhost and names in --hosts stay allowed); always: the proxy's own address and port and its admin listener's (for a wildcard --listen, on every address the host had at start). Checked on the resolved addresses, so names that resolve there are refused too (403)."))
+                               discussion: "Refused by default: link-local (169.254.0.0/16: cloud metadata services; fe80::/10), other metadata addresses, unspecified, multicast and broadcast, loopback when --listen is not a loopback address, and a host name DNS or the system hosts file maps to loopback (DNS rebinding; loopback literals, localhost and names in --hosts stay allowed); always: the proxy's own listeners (--listen, --admin, --socks and --transparent; for a wildcard address, on every address the host had at start). Checked on the resolved addresses, so names that resolve there are refused too (403)."))
     var allowDestination: [String] = []
 
     @Option(name: .customLong("deny-destination"), help: "A network requests may not reach, beyond the defaults (repeatable), e.g. 10.0.0.0/8.")
@@ -161,7 +164,7 @@ struct Run: ParsableCommand {
         for c in allowClient where CIDR(c) == nil { throw ValidationError("--allow-client: \(c) is not a CIDR network") }
         for c in allowDestination where CIDR(c) == nil { throw ValidationError("--allow-destination: \(c) is not a CIDR network") }
         for c in denyDestination where CIDR(c) == nil { throw ValidationError("--deny-destination: \(c) is not a CIDR network") }
-        guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+        guard (threads ?? 1) >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard maxProbes >= 1 else { throw ValidationError("--max-probes must be at least 1") }
         guard spotCheckRate >= 0, spotCheckRate <= 100 else { throw ValidationError("--spot-check-rate must be between 0 and 100") }
         guard spotCheckBeside >= 0, spotCheckBeside <= 1 else { throw ValidationError("--spot-check-beside must be between 0 and 1") }
@@ -184,7 +187,7 @@ struct Run: ParsableCommand {
         }
         let logger = Logger(label: "chainwatch")
         var configuration = ProxyConfiguration(
-            listen: SocketAddress(numeric: listen)!, threads: threads, hostsFile: hosts,
+            listen: SocketAddress(numeric: listen)!, threads: loopCount, hostsFile: hosts,
             allowedClients: allowClient.compactMap(CIDR.init), allowedPorts: Set(allowPort), maxConnections: maxConnections)
         configuration.socks = socks.compactMap { SocketAddress(numeric: $0) }
         if let socksCredentials {
@@ -225,7 +228,7 @@ struct Run: ParsableCommand {
             inspector = Inspector(policies: reloader.store, cache: cache, prober: prober,
                                   spotChecker: SpotChecker(ratePerSecond: spotCheckRate,
                                                            besideFraction: noSpareConnections ? 0 : spotCheckBeside), alerts: alerts, accessLog: access, logger: logger,
-                                  intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: threads),
+                                  intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: loopCount),
                                   largeHandshakes: largeHandshakes)
         } catch {
             FileHandle.standardError.write(Data("chainwatch: \(error)\n".utf8))

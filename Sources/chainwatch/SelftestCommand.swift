@@ -13,6 +13,7 @@ struct Selftest: ParsableCommand {
             Without --against, it makes a genuine chain and a forgery (a root with the genuine root's name, a leaf with \
             its names) with the openssl command, serves each over TLS 1.2 and 1.3 on loopback, starts this binary as a \
             proxy with a policy for them, and checks through the proxy, as a client that validates nothing:
+
               pass: the genuine chain, block rule; the page arrives, no line
               block: the forgery, block rule; no server byte reaches the client
               known-bad: the same host again; 403 to its CONNECT
