@@ -66,7 +66,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "chainwatch-bench", dependencies: [
-            "CLibevent", "COpenSSL", "ChainwatchProcess", "ChainwatchCore", "CBuildInfo",
+            "CLibevent", "COpenSSL", "ChainwatchProcess", "ChainwatchCore", "ChainwatchCrypto", "CBuildInfo",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),

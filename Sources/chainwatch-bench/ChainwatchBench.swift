@@ -16,7 +16,7 @@ struct ChainwatchBench: ParsableCommand {
             1 when any session failed or any byte was wrong, 2 on a setup error.
             """,
         version: Observer.version + (String(cString: c_chainwatch_commit()).isEmpty ? "" : " (commit \(String(cString: c_chainwatch_commit())))"),
-        subcommands: [Handshake.self, Bulk.self, Idle.self, Mixed.self, Plot.self])
+        subcommands: [Handshake.self, Bulk.self, Idle.self, Mixed.self, Plot.self, Costs.self])
 }
 
 /// Options every scenario takes.
