@@ -28,6 +28,10 @@ struct Costs: ParsableCommand {
     @Option(help: "Operations timed per kind.")
     var count = 2000
 
+    func validate() throws {
+        guard count >= 1 else { throw ValidationError("--count must be at least 1") }
+    }
+
     func run() throws {
         let read = { (path: String) throws -> [UInt8] in [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) }
         let (leaf, content, signatureDER) = (try read(certificate), try read(signed), try read(signature))

@@ -570,6 +570,33 @@ def test_floor_costs_script_times_each_required_operation_and_adds_them_up(tmp_p
     assert code == 2 and "usage:" in text, text
 
 
+def test_costs_times_the_probe_crypto_only_on_a_signature_that_verifies(tmp_path):
+    """chainwatch-bench costs on a P-256 leaf and a signature its key made: three figures; on other signed bytes it
+    refuses to time (exit 1), since a failing check takes another path; --count 0 is a usage error."""
+    assert BENCH, "set CHAINWATCH_BENCH_BIN"
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=tmp_path, check=True, capture_output=True)
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "leaf.key")
+    openssl("req", "-new", "-x509", "-key", "leaf.key", "-subj", "/CN=costs.test", "-days", "2", "-outform", "DER",
+            "-out", "leaf.der")
+    (tmp_path / "signed").write_bytes(b" " * 64 + b"TLS 1.3, server CertificateVerify\0" + os.urandom(32))
+    (tmp_path / "other").write_bytes(os.urandom(130))
+    openssl("dgst", "-sha256", "-sign", "leaf.key", "-out", "signature", "signed")
+    def costs(signed, *extra):
+        return subprocess.run([BENCH, "costs", "--certificate", "leaf.der", "--signed", signed, "--signature",
+                               "signature", "--count", "50", *extra], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=RUN_LIMIT)
+    proc = costs("signed")
+    assert proc.returncode == 0, proc.stderr
+    figures = dict(line.split() for line in proc.stdout.splitlines())
+    assert set(figures) == {"x25519-key-share", "x25519-agreement", "p256-certificate-verify"}, proc.stdout
+    assert all(float(v) > 1 for v in figures.values()), figures
+    proc = costs("other")
+    assert proc.returncode == 1 and "does not verify" in proc.stderr and proc.stdout == "", (proc.stdout, proc.stderr)
+    proc = costs("signed", "--count", "0")
+    assert proc.returncode == 64 and "--count must be at least 1" in proc.stderr, proc.stderr
+
+
 def test_fairness_script_measures_warm_sessions_beside_a_storm_on_one_loop(tmp_path):
     """bench/fairness.sh as documented, made short, with --compare (the same binary twice): each run's warm sessions
     (through the proxy and direct) all succeeded while the storm of first contacts ran, and the medians are printed."""
