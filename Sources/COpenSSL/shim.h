@@ -11,6 +11,7 @@
 #include <openssl/sha.h>
 #include <openssl/crypto.h>
 #include <openssl/ocsp.h>
+#include <openssl/engine.h>
 
 // Macros do not import into Swift: each wrapper is named c_openssl_<exact C name>.
 static inline long c_openssl_SSL_set_tlsext_host_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }
@@ -46,4 +47,32 @@ static inline uint64_t c_openssl_SSL_OP_NO_ENCRYPT_THEN_MAC(void) { return SSL_O
 static inline uint64_t c_openssl_SSL_OP_NO_EXTENDED_MASTER_SECRET(void) { return SSL_OP_NO_EXTENDED_MASTER_SECRET; }
 static inline uint64_t c_openssl_SSL_OP_TLSEXT_PADDING(void) { return SSL_OP_TLSEXT_PADDING; }
 static inline int c_openssl_SSL3_RT_HEADER(void) { return SSL3_RT_HEADER; }
+// EC public keys decoded through OpenSSL's own built-in EC method instead of 3.0's provider decoders. In 3.0,
+// d2i_X509 decodes a certificate's key eagerly, and by default through OSSL_DECODER_CTX_new_for_pkey, which builds a
+// decoder context per key: about 170 us of a P-256 leaf's 200 us here, the largest single cost of a first contact
+// (bench/RESULTS.md). X509_PUBKEY's decoding takes the legacy path instead when an ENGINE supplies the key type's
+// EVP_PKEY_METHOD, so this registers one whose method for EVP_PKEY_EC is the library's own built-in one
+// (EVP_PKEY_meth_find): the same code, the same checks (the point on its curve), no other implementation. Keys that
+// providers made (libssl's key shares, EVP_PKEY_CTX_new_from_name) never consult engines and are unchanged. Call once,
+// before other threads use OpenSSL; the engine stays registered for the process. Returns 1 when registered.
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+static int c_chainwatch_ec_key_nids[] = { EVP_PKEY_EC };
+static inline int c_chainwatch_ec_pkey_meths(ENGINE *engine, EVP_PKEY_METHOD **method, const int **nids, int nid) {
+    (void)engine;
+    if (method == NULL) { *nids = c_chainwatch_ec_key_nids; return 1; }
+    *method = nid == EVP_PKEY_EC ? (EVP_PKEY_METHOD *)EVP_PKEY_meth_find(EVP_PKEY_EC) : NULL;
+    return *method != NULL;
+}
+static inline int c_chainwatch_decode_ec_keys_builtin(void) {
+    ENGINE *engine = ENGINE_new();
+    if (engine == NULL) return 0;
+    if (!ENGINE_set_id(engine, "chainwatch-builtin-ec") || !ENGINE_set_name(engine, "OpenSSL's built-in EC key method")
+        || !ENGINE_set_pkey_meths(engine, c_chainwatch_ec_pkey_meths) || !ENGINE_register_pkey_meths(engine)) {
+        ENGINE_free(engine);
+        return 0;
+    }
+    return 1;
+}
+#pragma clang diagnostic pop
 #endif

@@ -186,6 +186,11 @@ struct Run: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "chainwatch")
+        if BuiltinECKeys.register() {
+            logger.debug("EC keys in certificates are decoded through OpenSSL's built-in EC method")
+        } else {
+            logger.warning("OpenSSL refused the built-in EC method for certificates' keys: they are decoded through its provider decoders (correct, slower)")
+        }
         var configuration = ProxyConfiguration(
             listen: SocketAddress(numeric: listen)!, threads: loopCount, hostsFile: hosts,
             allowedClients: allowClient.compactMap(CIDR.init), allowedPorts: Set(allowPort), maxConnections: maxConnections)
