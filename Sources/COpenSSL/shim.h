@@ -52,9 +52,13 @@ static inline int c_openssl_SSL3_RT_HEADER(void) { return SSL3_RT_HEADER; }
 // decoder context per key: about 170 us of a P-256 leaf's 200 us here, the largest single cost of a first contact
 // (bench/RESULTS.md). X509_PUBKEY's decoding takes the legacy path instead when an ENGINE supplies the key type's
 // EVP_PKEY_METHOD, so this registers one whose method for EVP_PKEY_EC is the library's own built-in one
-// (EVP_PKEY_meth_find): the same code, the same checks (the point on its curve), no other implementation. Keys that
-// providers made (libssl's key shares, EVP_PKEY_CTX_new_from_name) never consult engines and are unchanged. Call once,
-// before other threads use OpenSSL; the engine stays registered for the process. Returns 1 when registered.
+// (EVP_PKEY_meth_find): the same code, the same checks (the point on its curve, explicit parameters refused by
+// X509_verify_cert), no other implementation. It reaches every EC key operation of the process: each EVP_PKEY_CTX for
+// an EC key (also one made by name, or for a provider's key) then uses that method, whose key generation knows
+// OpenSSL's curve names (prime256v1, secp384r1) and not NIST's ("P-256" fails). libssl's handshakes are unaffected;
+// nothing else in `chainwatch run` makes EC keys with OpenSSL. An SM2 key then reads as EC (EVP_PKEY_get_base_id).
+// Call once, before other threads use OpenSSL. The engine stays registered for the process and must not be freed:
+// the engine table keeps the pointer without a reference. Returns 1 when registered.
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wdeprecated-declarations"
 static int c_chainwatch_ec_key_nids[] = { EVP_PKEY_EC };

@@ -3,8 +3,8 @@ internal import COpenSSL
 /// Certificates' EC public keys decoded through OpenSSL's own built-in EC method rather than OpenSSL 3.0's provider
 /// decoders, which cost a P-256 leaf about 170 µs of its 200 µs decoding: the largest single cost of a cold first
 /// contact (bench/RESULTS.md, 2026-11-27). An ENGINE whose method for EC keys is the library's built-in one
-/// (`c_chainwatch_decode_ec_keys_builtin` in COpenSSL's shim: same code, same checks); keys made by providers, such
-/// as libssl's key shares, do not consult it.
+/// (`c_chainwatch_decode_ec_keys_builtin` in COpenSSL's shim: same code, same checks). It reaches every EC key
+/// operation of the process, key generation included (OpenSSL's curve names only, not "P-256"): the shim says what.
 public enum BuiltinECKeys {
     /// Registers it, once per process, before any other thread uses OpenSSL. False when OpenSSL refused: keys are then
     /// decoded as by default, more slowly and as correctly.

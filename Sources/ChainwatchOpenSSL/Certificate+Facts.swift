@@ -145,7 +145,9 @@ extension Certificate {
         let type: CertificateFacts.KeyType
         switch EVP_PKEY_get_base_id(key) {
         case EVP_PKEY_RSA, EVP_PKEY_RSA_PSS: type = .rsa
-        case EVP_PKEY_EC: type = .ec
+        // An SM2 key has EC's base id through OpenSSL's built-in EC method (BuiltinECKeys) and none through the
+        // provider decoders: "other" either way.
+        case EVP_PKEY_EC: type = EVP_PKEY_get_id(key) == EVP_PKEY_SM2 ? .other : .ec
         case EVP_PKEY_ED25519: type = .ed25519
         case EVP_PKEY_ED448: type = .ed448
         case EVP_PKEY_DSA: type = .dsa
