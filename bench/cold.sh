@@ -27,18 +27,14 @@ chainwatch=${CHAINWATCH_BIN:-.build/release/chainwatch}
 command -v cc >/dev/null || { echo "$0: needs a C compiler for the floor relay (apt-get install gcc)" >&2; exit 2; }
 out=${out:-$(mktemp -d /tmp/chainwatch-cold-XXXXXX)}
 mkdir -p "$out"
-cc -O2 -o "$out/floor-relay" bench/floor/floor-relay.c
-
+. bench/floor/start.sh
 floor_pid=""
 trap '[ -n "$floor_pid" ] && kill "$floor_pid" 2>/dev/null; true' EXIT
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$out/floor-relay" "$port" >"$out/floor.log" 2>&1 &
-floor_pid=$!
-for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+floor_start "$out"
 
 common=(handshake --direct --fresh-certificates --tls 1.2,1.3 -c "$concurrency" --duration "$duration")
 for i in $(seq "$repeat"); do
-    "$bench" "${common[@]}" --proxy "127.0.0.1:$port" --proxy-pid "$floor_pid" --proxy-name floor \
+    "$bench" "${common[@]}" --proxy "127.0.0.1:$floor_port" --proxy-pid "$floor_pid" --proxy-name floor \
         --json "$out/floor$i.json" >"$out/floor$i.txt" 2>&1
     "$bench" "${common[@]}" --start-proxy "$chainwatch" --policy alert \
         --json "$out/chainwatch$i.json" >"$out/chainwatch$i.txt" 2>&1

@@ -90,28 +90,22 @@ int main(int argc, char **argv) {
 C
 cc -O2 -o "$work/decode" "$work/decode.c" -lcrypto
 
-if [ -z "$floor" ]; then
-    cc -O2 -o "$work/floor-relay" bench/floor/floor-relay.c
-    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    "$work/floor-relay" "$port" >"$work/floor.log" 2>&1 &
-    floor_pid=$!
-    for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
-fi
+. bench/floor/start.sh
+[ -n "$floor" ] || floor_start "$work"
 
 # One value per repetition in each file; a missing one fails the run (no median of nothing).
 for i in $(seq "$repeat"); do
     "$bench" costs --certificate "$work/leaf.der" --signed "$work/signed" --signature "$work/signature" >"$work/probe"
-    awk '$1 == "x25519-key-share" { print $2 > "'"$work/share"'" }
-         $1 == "x25519-agreement" { print $2 > "'"$work/agree"'" }
-         $1 == "p256-certificate-verify" { print $2 > "'"$work/cv"'" }' "$work/probe"
-    cat "$work/share" >>"$work/share.all"; cat "$work/agree" >>"$work/agree.all"; cat "$work/cv" >>"$work/cv.all"
+    awk -v w="$work" '$1 == "x25519-key-share" { print $2 >> (w "/share.all") }
+         $1 == "x25519-agreement" { print $2 >> (w "/agree.all") }
+         $1 == "p256-certificate-verify" { print $2 >> (w "/cv.all") }' "$work/probe"
     # -mr: +F4:index:bits:sign/s:verify/s
     openssl speed -mr -seconds 2 ecdsap256 2>/dev/null | awk -F: '/^\+F4:/ { printf "%.2f\n", 1e6 / $5 }' >>"$work/leafsig.all"
     "$work/decode" "$work/leaf.der" 5000 builtin >>"$work/decode.all"
     "$work/decode" "$work/leaf.der" 5000 provider >>"$work/provider.all"
     if [ -n "$floor_pid" ]; then
         "$bench" handshake --fresh-certificates --tls 1.3 -c "$concurrency" --duration "$duration" \
-            --proxy "127.0.0.1:$port" --proxy-pid "$floor_pid" --proxy-name floor --json "$work/floor$i.json" \
+            --proxy "127.0.0.1:$floor_port" --proxy-pid "$floor_pid" --proxy-name floor --json "$work/floor$i.json" \
             >"$work/floor$i.txt" 2>&1 || { cat "$work/floor$i.txt" >&2; exit 1; }
         python3 -c 'import json, sys
 report = json.load(open(sys.argv[1]))
