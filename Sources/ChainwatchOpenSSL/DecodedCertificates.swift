@@ -19,7 +19,7 @@ public final class DecodedCertificates: Sendable {
     public let capacity: Int
     public let maxBytes: Int
     private struct State {
-        var certificates: GenerationalCache<[UInt8], Certificate>
+        var certificates: GenerationalCache<ByteKey, Certificate>
         var hits = 0
         var misses = 0
     }
@@ -34,7 +34,7 @@ public final class DecodedCertificates: Sendable {
     /// The decoded certificate for exactly these bytes: from the cache, else decoded (and kept when small enough).
     public func certificate(der: [UInt8]) throws(OpenSSLError) -> Certificate {
         let known = state.withLock { s in
-            let found = s.certificates.value(for: der)
+            let found = s.certificates.value(for: ByteKey(der))
             if found != nil { s.hits += 1 } else { s.misses += 1 }
             return found
         }
@@ -52,10 +52,10 @@ public final class DecodedCertificates: Sendable {
     /// Keeps the certificate `make` gives for `der` unless one is held already or `der` is over `maxBytes`: `make` (the
     /// facts of a certificate, ~170 000 instructions) runs only for a certificate the cache does not have.
     public func keep(der: [UInt8], _ make: () -> Certificate?) {
-        guard der.count <= maxBytes, !state.withLock({ $0.certificates.contains(der) }), let certificate = make() else {
+        guard der.count <= maxBytes, !state.withLock({ $0.certificates.contains(ByteKey(der)) }), let certificate = make() else {
             return
         }
-        state.withLock { $0.certificates.insert(certificate, for: der) }
+        state.withLock { $0.certificates.insert(certificate, for: ByteKey(der)) }
     }
 
     public var count: Int { state.withLock { $0.certificates.count } }

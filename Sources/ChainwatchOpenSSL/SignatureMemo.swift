@@ -18,7 +18,7 @@ public final class SignatureMemo: Sendable {
 
     public let capacity: Int
     private struct State {
-        var verified: GenerationalCache<[UInt8], Void>
+        var verified: GenerationalCache<ByteKey, Void>
         var hits = 0
         var checks = 0
     }
@@ -39,13 +39,13 @@ public final class SignatureMemo: Sendable {
     func verify(_ subject: OpaquePointer, issuer: OpaquePointer) -> Bool? {
         guard let key = Self.key(subject, issuer) else { return Self.check(subject, issuer) }
         let known = state.withLock { s in
-            let found = s.verified.value(for: key) != nil
+            let found = s.verified.value(for: ByteKey(key)) != nil
             if found { s.hits += 1 } else { s.checks += 1 }
             return found
         }
         if known { return true }
         let verified = Self.check(subject, issuer)
-        if verified == true { state.withLock { $0.verified.insert((), for: key) } }
+        if verified == true { state.withLock { $0.verified.insert((), for: ByteKey(key)) } }
         return verified
     }
 

@@ -46,5 +46,26 @@ import Testing
         // RFC 4231 test case 2.
         #expect(crypto.hmac(.sha256, key: Array("Jefe".utf8), data: Array("what do ya want for nothing?".utf8))
                 == hex("5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"))
+        #expect(crypto.hmac(.sha384, key: Array("Jefe".utf8), data: Array("what do ya want for nothing?".utf8))
+                == hex("af45d2e376484031617f78d2b58a6b1b9c7ef464f5a01b47e42ec3736322445e8e2240ca5e69e2c78b3239ecfab21649"))
+        // RFC 4231 test case 6: a key longer than either hash's block (131 bytes), hashed first.
+        let longKey = [UInt8](repeating: 0xAA, count: 131)
+        let message = Array("Test Using Larger Than Block-Size Key - Hash Key First".utf8)
+        #expect(crypto.hmac(.sha256, key: longKey, data: message)
+                == hex("60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"))
+        #expect(crypto.hmac(.sha384, key: longKey, data: message)
+                == hex("4ece084485813e9088d2c63a041bc5b44f9ef1012a2b588f3cd11f05033ac4c60c2ef6ab4030fe8296248df163f44952"))
+        // A key of exactly one block, and an empty one: the padding's edges (expected values from `openssl mac`).
+        #expect(crypto.hmac(.sha256, key: [UInt8](repeating: 0x0B, count: 64), data: message)
+                == hex("d8e4aaea3b027f0f75234669945908e31f6101dc9631331676fe126de1d82cf1"))
+        #expect(crypto.hmac(.sha256, key: [], data: message)
+                == hex("79e2a6536cb16b4a1e9c2af81759764afd026173526f79f7816e9a3bc5fbaba8"))
+        #expect(crypto.hmac(.sha384, key: [UInt8](repeating: 0x0B, count: 128), data: message)
+                == hex("20bf49f966019bbbefbf9c5d88479db189a0026b64bf0d87d40e220b4e7fe09d874c9b952e363289bcabd69f039c3dac"))
+        #expect(crypto.hmac(.sha384, key: [], data: message)
+                == hex("77f1f643b8a25cb64d6391ee146e23afd3de77574300e47ede21b60e07c56b9742c35ddf7ae4debb05b1d158fe547224"))
+        // Random draws longer than one getentropy call (256 bytes) are filled to the end.
+        let long = crypto.randomBytes(700)
+        #expect(long.count == 700 && Set(long[600...]).count > 1)
     }
 }

@@ -26,4 +26,19 @@ import Testing
         cache.insert(2, for: "a")
         #expect(cache.value(for: "a") == 1 && cache.count == 1 && cache.contains("a") && !cache.contains("b"))
     }
+
+    @Test func byteKeysMatchOnTheExactBytesOnly() {
+        var cache = GenerationalCache<ByteKey, Int>(capacity: 8)
+        let der = (0..<1_000).map { UInt8($0 % 251) }
+        cache.insert(1, for: ByteKey(der))
+        #expect(cache.value(for: ByteKey(der)) == 1)
+        #expect(ByteKey(der).hashValue == ByteKey(Array(der)).hashValue)
+        var changed = der
+        changed[999] ^= 1
+        #expect(cache.value(for: ByteKey(changed)) == nil)
+        #expect(cache.value(for: ByteKey(Array(der.prefix(999)))) == nil)
+        #expect(cache.value(for: ByteKey(der + [0])) == nil)
+        // Hashed by content: a prefix and its extension by zeros differ (the count is hashed too).
+        #expect(ByteKey([]) != ByteKey([0]) && ByteKey([1, 2]) == ByteKey([1, 2]))
+    }
 }
