@@ -406,7 +406,8 @@ def test_png_without_rsvg_convert_is_a_clear_error(tmp_path):
 
 def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path):
     """bench/README.md's first block, run with bash as written except: durations, sizes and client counts made
-    small, the binaries' directory, the port, and no compare.sh, cold.sh, fairness.sh, spot-cost.sh or floor-costs.sh (runs of their own, tested apart). Another
+    small, the binaries' directory, the port, and no compare.sh, cold.sh, fairness.sh, spot-cost.sh, floor-costs.sh or
+    cold-profile.sh (runs of their own, tested apart). Another
     chainwatch runs meanwhile (as on a machine where one is deployed): the commands must not pick it up."""
     assert CHAINWATCH, "set CHAINWATCH_BIN"
     from pathlib import Path
@@ -420,7 +421,7 @@ def test_bench_readme_commands_run_as_written_beside_another_chainwatch(tmp_path
                    .replace("--duration 10", "--duration 1").replace("-c 2000", "-c 20").replace("--size 256M", "--size 8M")
                    .replace("3190", str(port)))
     script = "\n".join(l for l in script.splitlines() if not l.startswith(("bench/compare.sh", "bench/cold.sh", "bench/fairness.sh", "bench/spot-cost.sh",
-                                                                          "bench/floor-costs.sh")))
+                                                                          "bench/floor-costs.sh", "bench/cold-profile.sh")))
     assert "pidof" not in script and "$P" in script   # the PID of the proxy it started, whatever else runs
     other_port = free_port()
     other = subprocess.Popen([CHAINWATCH, "run", "--listen", f"127.0.0.1:{other_port}", "--admin", "off",
@@ -528,6 +529,41 @@ def test_cold_script_compares_chainwatch_with_the_floor_on_first_contacts(tmp_pa
             assert all(kind["failed"] == 0 and kind["completed"] > 0 for kind in run["kinds"]), run["label"]
     for tls in ["1.2", "1.3"]:
         assert re.search(rf"TLS {re.escape(tls)}: floor \d+\.\d+ +chainwatch \d+\.\d+ +ratio \d+\.\d+", text), text
+
+
+def test_cold_profile_sorts_a_cold_first_contacts_samples_into_its_parts(tmp_path):
+    """bench/cold-profile.sh as documented, one short run: every part of the table printed, the shares adding up to
+    the whole, the probe's and the validator's steps each seen (a cold TLS 1.3 session runs all of them), the kernel's
+    share within each part's, and no chainwatch left running (perf stops the proxy it recorded)."""
+    assert BENCH and CHAINWATCH, "set CHAINWATCH_BENCH_BIN and CHAINWATCH_BIN"
+    from pathlib import Path
+    from helpers import run_script
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "profile"
+    # The leftover check runs in the script's own session (run_script kills what a session left when it returns) and
+    # finds the run's processes, perf and the chainwatch it started, by a mark in the environment they inherit.
+    mark = f"CHAINWATCH_TEST_MARK={os.getpid()}-{time.time_ns()}"
+    code, text = run_script(f"env {mark} CHAINWATCH_BENCH_BIN={BENCH} CHAINWATCH_BIN={CHAINWATCH} "
+                            f"{root}/bench/cold-profile.sh --duration 1 --out {out}; status=$?; sleep 1; "
+                            f"echo left: $(grep -lasF {mark} /proc/[0-9]*/environ | wc -l); exit $status",
+                            tmp_path, timeout=240)
+    assert code == 0, text[-3000:]
+    assert "left: 0" in text, text[-3000:]
+    head = re.search(r"cold TLS 1\.3: (\d+) sessions, (\d+) samples outside start-up", text)
+    assert head and int(head.group(1)) > 0 and int(head.group(2)) >= 100, text
+    rows = dict((name.strip(), (float(share), float(kernel)))
+                for name, share, kernel in re.findall(r"^(\S.*?)\s+(\d+\.\d)% +(\d+\.\d)%$", text, re.M))
+    assert len(rows) == 13 and rows["all"][0] == 100.0, text   # eleven parts, "other" and "all"
+    parts = {name: value for name, value in rows.items() if name != "all"}
+    assert abs(sum(share for share, _ in parts.values()) - 100) <= 0.8, text
+    assert abs(sum(kernel for _, kernel in parts.values()) - rows["all"][1]) <= 0.8, text
+    assert all(kernel <= share for share, kernel in parts.values()), text
+    for name in ["probe: ServerHello (key agreement, schedule)",
+                 "probe: encrypted flight (Certificate, CertificateVerify, Finished)",
+                 "validation: path (X509_verify_cert)", "validation: decoding, facts", "tunnel: accept"]:
+        assert parts[name][0] > 0, (name, text)
+    code, text = run_script(f"{root}/bench/cold-profile.sh --bogus", tmp_path, timeout=30)
+    assert code == 2 and "usage:" in text, text
 
 
 def test_floor_costs_script_times_each_required_operation_and_adds_them_up(tmp_path):
