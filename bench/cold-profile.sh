@@ -8,8 +8,10 @@
 #   bench/cold-profile.sh [--tls 1.3] [--duration 4] [--concurrency 8] [--out DIR]
 #
 # A sample counts in the first part, in the table's order, that any frame of its stack names: the probe's steps
-# before the probe's other work, the validation before the tunnel, the tunnel before the event loop. Needs perf
-# (apt-get install linux-perf) and a release build (swift build -c release).
+# before the probe's other work, the validation before the tunnel, the tunnel before the event loop; a sample whose
+# stack could not be unwound that far counts as "other". Needs perf (apt-get install linux-perf) allowed to record
+# (root, or a lower kernel.perf_event_paranoid) and a release build (swift build -c release). Exit status: 0 with the
+# table, 1 when perf or the bench failed (their output says why), 2 for a usage error or a missing tool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tls=1.3 duration=4 concurrency=8 out=""
@@ -29,16 +31,25 @@ command -v perf >/dev/null || { echo "$0: needs perf (apt-get install linux-perf
 out=${out:-$(mktemp -d /tmp/chainwatch-cold-profile-XXXXXX)}
 mkdir -p "$out"
 chainwatch=$(realpath "$chainwatch")
+# perf_event_paranoid (Debian's default keeps non-root users out) or a container's seccomp can forbid recording.
+perf record -q -o "$out/preflight.data" -- true >"$out/preflight.log" 2>&1 || {
+    echo "$0: perf cannot record here (root, or a lower kernel.perf_event_paranoid, is needed):" >&2
+    tail -3 "$out/preflight.log" >&2; exit 1; }
+rm -f "$out/preflight.data"
 
 # The bench starts this and stops it by its PID: perf, which then stops chainwatch (perf record ends its workload).
+# No build-id collection (-B): it reads the whole file after the workload ends, and the bench kills what is still
+# running 5 s after asking it to stop.
 cat >"$out/proxy.sh" <<EOF
 #!/bin/sh
-exec perf record -F 1500 --call-graph dwarf,16384 -o "$out/perf.data" -- "$chainwatch" "\$@"
+exec perf record -B -F 1500 --call-graph dwarf,16384 -o "$out/perf.data" -- "$chainwatch" "\$@"
 EOF
 chmod +x "$out/proxy.sh"
 "$bench" handshake --fresh-certificates --tls "$tls" -c "$concurrency" --duration "$duration" \
-    --start-proxy "$out/proxy.sh" --start-timeout 30 --policy alert --json "$out/bench.json" >"$out/bench.txt" 2>&1
-perf script -i "$out/perf.data" -F ip,sym 2>/dev/null >"$out/stacks.txt"
+    --start-proxy "$out/proxy.sh" --start-timeout 30 --policy alert --json "$out/bench.json" >"$out/bench.txt" 2>&1 || {
+    echo "$0: the bench run failed ($out/bench.txt):" >&2; tail -5 "$out/bench.txt" >&2; exit 1; }
+perf script -i "$out/perf.data" -F ip,sym,dso >"$out/stacks.txt" 2>"$out/perf-script.log" || {
+    echo "$0: perf script failed ($out/perf-script.log):" >&2; tail -5 "$out/perf-script.log" >&2; exit 1; }
 
 python3 - "$out" "$tls" <<'EOF'
 import collections, json, sys
@@ -66,7 +77,7 @@ for block in open(f"{out}/stacks.txt").read().split("\n\n"):
     names = [f[1] if len(f) > 1 else "" for f in frames]
     part = next((name for name, keys in parts if any(k in n for n in names for k in keys)), "other")
     counts[part] += 1
-    if frames[0][0].startswith("ffffffff"):
+    if "[kernel.kallsyms]" in names[0]:
         kernel[part] += 1
 steady = sum(counts.values()) - counts[parts[0][0]]
 if steady <= 0:
@@ -79,4 +90,7 @@ print(f"{'part':70s} {'share':>6s} {'kernel':>7s}")
 for name, _ in parts[1:] + [("other", [])]:
     print(f"{name:70s} {100 * counts[name] / steady:5.1f}% {100 * kernel[name] / steady:6.1f}%")
 print(f"{'all':70s} {100.0:5.1f}% {100 * (sum(kernel.values()) - kernel[parts[0][0]]) / steady:6.1f}%")
+if not sum(kernel.values()):
+    print("warning: no sample was in the kernel: perf recorded user space only (kernel.perf_event_paranoid?), so "
+          "the kernel column says nothing", file=sys.stderr)
 EOF

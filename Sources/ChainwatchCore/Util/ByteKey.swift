@@ -7,7 +7,7 @@ public struct ByteKey: Hashable, Sendable {
 
     @inlinable public func hash(into hasher: inout Hasher) {
         hasher.combine(bytes.count)
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        unsafe bytes.withUnsafeBytes { unsafe hasher.combine(bytes: $0) }
     }
 
     @inlinable public static func == (a: ByteKey, b: ByteKey) -> Bool { a.bytes == b.bytes }

@@ -38,7 +38,7 @@ import Testing
         #expect(cache.value(for: ByteKey(changed)) == nil)
         #expect(cache.value(for: ByteKey(Array(der.prefix(999)))) == nil)
         #expect(cache.value(for: ByteKey(der + [0])) == nil)
-        // Hashed by content: a prefix and its extension by zeros differ (the count is hashed too).
-        #expect(ByteKey([]) != ByteKey([0]) && ByteKey([1, 2]) == ByteKey([1, 2]))
+        // Equal by content; a key and its extension by a zero byte are different keys.
+        #expect(ByteKey([]) != ByteKey([0]) && ByteKey([1, 2]) == ByteKey([1, 2]) && ByteKey([1]) != ByteKey([1, 0]))
     }
 }
