@@ -101,7 +101,12 @@ def test_both_directions_at_once_with_half_close(proxy):
         got = {}
 
         def reader():
-            got["digest"] = receive_all(conn)
+            try:
+                got["digest"] = receive_all(conn)
+            except ConnectionResetError:
+                # Not the tunnel's connection: chainwatch's spare connection beside it (the probe's, opened at the
+                # CONNECT), which closes unread, so with a reset, when this server speaks first.
+                pass
         t = threading.Thread(target=reader)
         t.start()
         conn.sendall(down)
