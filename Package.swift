@@ -72,7 +72,9 @@ let package = Package(
         ]),
 
         .testTarget(name: "ChainwatchCoreTests", dependencies: ["ChainwatchCore"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "ChainwatchCryptoTests", dependencies: ["ChainwatchCrypto", "ChainwatchCore"]),
+        .testTarget(name: "ChainwatchCryptoTests", dependencies: [
+            "ChainwatchCrypto", "ChainwatchCore", .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")]),
         .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchLock"]),
         .testTarget(name: "ChainwatchProcessTests", dependencies: ["ChainwatchProcess"]),

@@ -6,9 +6,10 @@ import Foundation
 import Glibc
 #endif
 
-/// Core's `TLSCrypto` from maintained libraries: swift-crypto for hashes, HMAC, AEAD (`AEAD`) and key exchange
-/// (`makeKeyExchange`, X25519MLKEM768 included), OpenSSL's libcrypto for signature verification (`SignatureVerifier`),
-/// Debian's zlib, brotli and zstd for RFC 8879 certificate decompression (`CertificateDecompressor`). Stateless.
+/// Core's `TLSCrypto` from maintained libraries: swift-crypto for hashes, HMAC and key exchange (`makeKeyExchange`,
+/// X25519MLKEM768 included), OpenSSL's libcrypto for AEAD (`AEAD`, through `AEADCipher`) and signature verification
+/// (`SignatureVerifier`), Debian's zlib, brotli and zstd for RFC 8879 certificate decompression
+/// (`CertificateDecompressor`). Stateless.
 public struct SwiftCryptoTLS: TLSCrypto {
     public init() {}
 

@@ -1,6 +1,6 @@
 /// The cryptography chainwatch's own TLS client needs, as Core sees it: the engine (key schedule, record layer,
 /// handshake) is pure code in Core, and these primitives come from a maintained library behind this protocol
-/// (`ChainwatchCrypto`: swift-crypto for key exchange, AEAD and hashes; OpenSSL for signature verification;
+/// (`ChainwatchCrypto`: swift-crypto for key exchange and hashes; OpenSSL for AEAD and signature verification;
 /// Debian's brotli, zlib and zstd for certificate decompression). Tests may pass their own, deterministic one.
 public protocol TLSCrypto: Sendable {
     /// `count` bytes from a cryptographically secure generator.
