@@ -18,6 +18,8 @@ struct AEAD {
         case 0x1303: cipher = .chaCha20Poly1305
         default: throw .unsupported("suite 0x\(hex(suite))")
         }
+        // The probe then cannot read this server's records: probe_failed, under `block` no server byte passes.
+        guard cipher.isAvailable else { throw .unsupported("suite 0x\(hex(suite)): not offered by OpenSSL's providers here") }
         guard key.count == cipher.keyLength else { throw .malformed("a \(key.count)-byte key for suite 0x\(hex(suite))") }
         self.key = key
     }

@@ -11,6 +11,9 @@ public enum AEADCipher: Sendable {
 
     public static let nonceLength = 12
     public static let tagLength = 16
+    /// The most bytes of plaintext, ciphertext or additional data one call takes (OpenSSL counts in `Int32`; a TLS
+    /// record is at most 2^14 + 256).
+    static let maxInput = 1 << 30
 
     /// The key length the cipher takes.
     public var keyLength: Int { self == .aes128GCM ? 16 : 32 }
@@ -22,9 +25,19 @@ public enum AEADCipher: Sendable {
         case refused(String)
     }
 
-    private nonisolated(unsafe) static let aes128 = EVP_CIPHER_fetch(nil, "AES-128-GCM", nil)
-    private nonisolated(unsafe) static let aes256 = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil)
-    private nonisolated(unsafe) static let chaCha = EVP_CIPHER_fetch(nil, "ChaCha20-Poly1305", nil)
+    private nonisolated(unsafe) static let aes128 = fetch("AES-128-GCM")
+    private nonisolated(unsafe) static let aes256 = fetch("AES-256-GCM")
+    private nonisolated(unsafe) static let chaCha = fetch("ChaCha20-Poly1305")
+
+    /// The cipher from OpenSSL's providers; nil when none offers it (a FIPS-only configuration has no ChaCha20), with
+    /// nothing left on the thread's error queue.
+    private static func fetch(_ name: String) -> OpaquePointer? {
+        defer { ERR_clear_error() }
+        return EVP_CIPHER_fetch(nil, name, nil)
+    }
+
+    /// Whether OpenSSL's providers offer this cipher here.
+    public var isAvailable: Bool { fetched != nil }
 
     private var fetched: OpaquePointer? {
         switch self {
@@ -36,8 +49,9 @@ public enum AEADCipher: Sendable {
 
     /// `plaintext` sealed under `key` and `nonce`, authenticating `additionalData`: the ciphertext, then the tag.
     public func seal(key: [UInt8], nonce: [UInt8], additionalData: [UInt8], plaintext: [UInt8]) throws(Failure) -> [UInt8] {
+        guard plaintext.count <= Self.maxInput, additionalData.count <= Self.maxInput else { throw .refused("an input over 1 GiB") }
         let context = try start(encrypt: true, key: key, nonce: nonce)
-        defer { EVP_CIPHER_CTX_free(context) }
+        defer { EVP_CIPHER_CTX_free(context); ERR_clear_error() }
         var output = [UInt8](repeating: 0, count: plaintext.count + Self.tagLength)
         let sealed = output.withUnsafeMutableBufferPointer { out -> String? in
             var written: Int32 = 0
@@ -60,9 +74,10 @@ public enum AEADCipher: Sendable {
     /// does not verify under `key`, `nonce` and `additionalData`.
     public func open(key: [UInt8], nonce: [UInt8], additionalData: [UInt8], ciphertext: [UInt8]) throws(Failure) -> [UInt8] {
         guard ciphertext.count >= Self.tagLength else { throw .refused("a ciphertext shorter than its tag") }
+        guard ciphertext.count <= Self.maxInput, additionalData.count <= Self.maxInput else { throw .refused("an input over 1 GiB") }
         let bodyLength = ciphertext.count - Self.tagLength
         let context = try start(encrypt: false, key: key, nonce: nonce)
-        defer { EVP_CIPHER_CTX_free(context) }
+        defer { EVP_CIPHER_CTX_free(context); ERR_clear_error() }
         // One spare byte: the buffer is never empty, so its address is never nil, even for an empty plaintext.
         var output = [UInt8](repeating: 0, count: bodyLength + 1)
         let opened = output.withUnsafeMutableBufferPointer { out -> Failure? in
@@ -80,7 +95,6 @@ public enum AEADCipher: Sendable {
             guard EVP_DecryptFinal_ex(context, out.baseAddress! + Int(written), &tail) == 1 else { return .authentication }
             return nil
         }
-        ERR_clear_error()
         if let opened { throw opened }
         output.removeLast()
         return output
@@ -90,8 +104,11 @@ public enum AEADCipher: Sendable {
     private func start(encrypt: Bool, key: [UInt8], nonce: [UInt8]) throws(Failure) -> OpaquePointer {
         guard key.count == keyLength else { throw .refused("a \(key.count)-byte key") }
         guard nonce.count == Self.nonceLength else { throw .refused("a \(nonce.count)-byte nonce") }
-        guard let cipher = fetched else { throw .refused("EVP_CIPHER_fetch") }
-        guard let context = EVP_CIPHER_CTX_new() else { throw .refused("EVP_CIPHER_CTX_new") }
+        guard let cipher = fetched else { throw .refused("EVP_CIPHER_fetch: not offered by OpenSSL's providers") }
+        guard let context = EVP_CIPHER_CTX_new() else {
+            ERR_clear_error()
+            throw .refused("EVP_CIPHER_CTX_new")
+        }
         let started = key.withUnsafeBufferPointer { k in
             nonce.withUnsafeBufferPointer { n in
                 encrypt ? EVP_EncryptInit_ex2(context, cipher, k.baseAddress, n.baseAddress, nil)

@@ -33,7 +33,7 @@ import Testing
     func sameBytesAsSwiftCrypto(suite: UInt16, keyLength: Int) throws {
         for length in [0, 1, 15, 16, 17, 255, 1_000, 16_385] {
             let key = crypto.randomBytes(keyLength), nonce = crypto.randomBytes(12)
-            let aad = crypto.randomBytes(length % 7 == 0 ? 0 : 5), plaintext = crypto.randomBytes(length)
+            let aad = crypto.randomBytes(length % 2 == 1 ? 0 : 5), plaintext = crypto.randomBytes(length)   // none with odd
             let sealed = try crypto.seal(suite: suite, key: key, nonce: nonce, additionalData: aad, plaintext: plaintext)
             let symmetric = SymmetricKey(data: key)
             let reference: [UInt8]
@@ -46,6 +46,19 @@ import Testing
             }
             #expect(sealed == reference, "suite \(suite), \(length) bytes")
             #expect(try crypto.open(suite: suite, key: key, nonce: nonce, additionalData: aad, ciphertext: reference) == plaintext)
+            var forged = reference
+            forged[forged.count - 1] ^= 0x80   // the tag's last byte: refused even with no plaintext to return
+            #expect(throws: TLSCryptoError.authenticationFailure) {
+                try crypto.open(suite: suite, key: key, nonce: nonce, additionalData: aad, ciphertext: forged)
+            }
+        }
+        #expect(throws: TLSCryptoError.malformed("a ciphertext shorter than its tag")) {
+            try crypto.open(suite: suite, key: crypto.randomBytes(keyLength), nonce: crypto.randomBytes(12), additionalData: [],
+                            ciphertext: crypto.randomBytes(15))
+        }
+        #expect(throws: TLSCryptoError.malformed("a 13-byte nonce")) {
+            try crypto.open(suite: suite, key: crypto.randomBytes(keyLength), nonce: crypto.randomBytes(13), additionalData: [],
+                            ciphertext: crypto.randomBytes(16))
         }
     }
 
