@@ -4,9 +4,6 @@ import ChainwatchOpenSSL
 /// The AEAD of a TLS 1.3 suite with one key, through OpenSSL's libcrypto (`AEADCipher`): 0x1301 AES-128-GCM, 0x1302
 /// AES-256-GCM, 0x1303 ChaCha20-Poly1305. Ciphertexts carry the 16-byte tag at their end; nonces are 12 bytes.
 struct AEAD {
-    static let tagLength = AEADCipher.tagLength
-    static let nonceLength = AEADCipher.nonceLength
-
     private let cipher: AEADCipher
     private let key: [UInt8]
 
@@ -25,23 +22,27 @@ struct AEAD {
     }
 
     func seal(nonce: [UInt8], additionalData: [UInt8], plaintext: [UInt8]) throws(TLSCryptoError) -> [UInt8] {
-        guard nonce.count == Self.nonceLength else { throw .malformed("a \(nonce.count)-byte nonce") }
         do {
             return try cipher.seal(key: key, nonce: nonce, additionalData: additionalData, plaintext: plaintext)
         } catch {
-            throw .malformed("AEAD seal: \(error)")
+            throw Self.mapped(error)
         }
     }
 
     func open(nonce: [UInt8], additionalData: [UInt8], ciphertext: [UInt8]) throws(TLSCryptoError) -> [UInt8] {
-        guard nonce.count == Self.nonceLength else { throw .malformed("a \(nonce.count)-byte nonce") }
-        guard ciphertext.count >= Self.tagLength else { throw .malformed("a ciphertext shorter than its tag") }
         do {
             return try cipher.open(key: key, nonce: nonce, additionalData: additionalData, ciphertext: ciphertext)
-        } catch .authentication {
-            throw .authenticationFailure
         } catch {
-            throw .malformed("AEAD open: \(error)")
+            throw Self.mapped(error)
+        }
+    }
+
+    /// `AEADCipher`'s failures as Core names them: a tag that does not verify, or input (a nonce or ciphertext of the
+    /// wrong length) or a step OpenSSL refused.
+    private static func mapped(_ failure: AEADCipher.Failure) -> TLSCryptoError {
+        switch failure {
+        case .authentication: .authenticationFailure
+        case .refused(let what): .malformed(what)
         }
     }
 }
