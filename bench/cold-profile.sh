@@ -71,13 +71,15 @@ parts = [
 ]
 counts, kernel = collections.Counter(), collections.Counter()
 for block in open(f"{out}/stacks.txt").read().split("\n\n"):
-    frames = [line.strip().split(None, 1) for line in block.strip().split("\n") if line.strip()]
+    # Each frame: "address symbol (object)"; the parts match symbols only, the kernel is told by its object.
+    frames = [line.strip().split(None, 1)[1:] or [""] for line in block.strip().split("\n") if line.strip()]
     if not frames:
         continue
-    names = [f[1] if len(f) > 1 else "" for f in frames]
+    frames = [frame[0].rsplit(" (", 1) for frame in frames]
+    names = [frame[0] for frame in frames]
     part = next((name for name, keys in parts if any(k in n for n in names for k in keys)), "other")
     counts[part] += 1
-    if "[kernel.kallsyms]" in names[0]:
+    if frames[0][-1] == "[kernel.kallsyms])":
         kernel[part] += 1
 steady = sum(counts.values()) - counts[parts[0][0]]
 if steady <= 0:

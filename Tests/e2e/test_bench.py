@@ -557,7 +557,7 @@ def test_cold_profile_sorts_a_cold_first_contacts_samples_into_its_parts(tmp_pat
     parts = {name: value for name, value in rows.items() if name != "all"}
     assert abs(sum(share for share, _ in parts.values()) - 100) <= 0.8, text
     assert abs(sum(kernel for _, kernel in parts.values()) - rows["all"][1]) <= 0.8, text
-    assert all(kernel <= share for share, kernel in parts.values()), text
+    assert rows["all"][1] > 0 and parts["event loop (epoll_wait, inbox)"][1] > 0, text   # kernel frames told apart
     for name in ["probe: ServerHello (key agreement, schedule)",
                  "probe: encrypted flight (Certificate, CertificateVerify, Finished)",
                  "validation: path (X509_verify_cert)", "validation: decoding, facts", "tunnel: accept"]:
