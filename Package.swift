@@ -7,6 +7,15 @@ let commit = Context.environment["CHAINWATCH_COMMIT"].flatMap { value in
     !value.isEmpty && value.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" } ? value : nil
 }
 
+// The modules the unit tests import with `@testable` are compiled for testing in every configuration, so `make test`
+// runs the unit tests against the optimized objects `make build` ships: `swift build -c release --build-tests` adds
+// only the test targets to them instead of building everything again in debug (about 2.5 minutes less on 2 cores).
+// It costs the shipped code nothing measurable: a cold TLS 1.3 connection ran 4 652 778 instructions without it and
+// 4 655 605 with it (bench/alert-cost-callgrind.sh --cold, 2026-11-27).
+let testable: [SwiftSetting] = [.unsafeFlags(["-enable-testing"])]
+// The test targets themselves are not optimized: they build in about half the time, and what they test is.
+let unoptimized: [SwiftSetting] = [.unsafeFlags(["-Onone"], .when(configuration: .release))]
+
 let package = Package(
     name: "chainwatch",
     platforms: [.macOS(.v15)],
@@ -34,7 +43,7 @@ let package = Package(
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
 
         // Pure logic: no Foundation, no C, no clock.
-        .target(name: "ChainwatchCore", dependencies: ["ChainwatchLock"], swiftSettings: [.strictMemorySafety()]),
+        .target(name: "ChainwatchCore", dependencies: ["ChainwatchLock"], swiftSettings: [.strictMemorySafety()] + testable),
 
         // Lock is Synchronization.Mutex, or a pthread mutex in the ThreadSanitizer build (-DSANITIZE_THREAD).
         .target(name: "ChainwatchLock"),
@@ -51,13 +60,14 @@ let package = Package(
         .target(name: "ChainwatchEventLoop", dependencies: ["CLibevent", "ChainwatchLock"]),
         .target(name: "ChainwatchProcess"),
         .target(name: "CBuildInfo", cSettings: commit.map { [.define("CHAINWATCH_COMMIT", to: "\"\($0)\"")] } ?? []),
-        .target(name: "ChainwatchPolicyFile", dependencies: ["ChainwatchCore", "ChainwatchOpenSSL", .product(name: "Yams", package: "Yams")]),
+        .target(name: "ChainwatchPolicyFile", dependencies: ["ChainwatchCore", "ChainwatchOpenSSL", .product(name: "Yams", package: "Yams")],
+                swiftSettings: testable),
 
         // The server.
         .target(name: "ChainwatchProxy", dependencies: [
             "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchCrypto", "ChainwatchEventLoop", "ChainwatchPolicyFile", "ChainwatchLock",
             .product(name: "Logging", package: "swift-log"),
-        ]),
+        ], swiftSettings: testable),
 
         // Thin executables.
         .executableTarget(name: "chainwatch", dependencies: [
@@ -71,13 +81,13 @@ let package = Package(
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
 
-        .testTarget(name: "ChainwatchCoreTests", dependencies: ["ChainwatchCore"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "ChainwatchCoreTests", dependencies: ["ChainwatchCore"], resources: [.copy("Fixtures")], swiftSettings: unoptimized),
         .testTarget(name: "ChainwatchCryptoTests", dependencies: [
             "ChainwatchCrypto", "ChainwatchCore", .product(name: "Crypto", package: "swift-crypto"),
-        ]),
-        .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchLock"]),
-        .testTarget(name: "ChainwatchProcessTests", dependencies: ["ChainwatchProcess"]),
-        .testTarget(name: "ChainwatchPolicyFileTests", dependencies: ["ChainwatchPolicyFile", "ChainwatchCore"], resources: [.copy("Fixtures")]),
+        ], swiftSettings: unoptimized),
+        .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")], swiftSettings: unoptimized),
+        .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchLock"], swiftSettings: unoptimized),
+        .testTarget(name: "ChainwatchProcessTests", dependencies: ["ChainwatchProcess"], swiftSettings: unoptimized),
+        .testTarget(name: "ChainwatchPolicyFileTests", dependencies: ["ChainwatchPolicyFile", "ChainwatchCore"], resources: [.copy("Fixtures")], swiftSettings: unoptimized),
     ]
 )
