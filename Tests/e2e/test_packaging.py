@@ -15,10 +15,22 @@ from conftest import BIN, ROOT, Proxy
 from helpers import free_port
 
 
+def make_install(destdir):
+    """`make install` into `destdir`, with the commit the binary under test was built with (its `--version`): the
+    install's build step then leaves that binary as it is. With another commit (a tree committed to since the build,
+    or a binary built by plain `swift build`) it would relink it while other tests run it, which fails their starts
+    with "Text file busy"."""
+    version = subprocess.run([BIN, "--version"], capture_output=True, text=True, timeout=30).stdout
+    commit = re.search(r"\(commit ([0-9A-Za-z-]+)\)", version)
+    built = commit.group(1) if commit else ""   # none: a build without one
+    return subprocess.run(["make", "-C", str(ROOT), "install", f"DESTDIR={destdir}", "PREFIX=/usr", f"CHAINWATCH_COMMIT={built}"],
+                          capture_output=True, timeout=900)
+
+
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory):
     stage = tmp_path_factory.mktemp("stage")
-    r = subprocess.run(["make", "-C", str(ROOT), "install", f"DESTDIR={stage}", "PREFIX=/usr"], capture_output=True, timeout=900)
+    r = make_install(stage)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     return stage
 
@@ -62,7 +74,7 @@ def test_the_manual_pages_render_without_warnings_with_defaults_and_sections(sta
 def test_a_second_install_keeps_the_operators_policy(staged):
     policy = staged / "etc/chainwatch/policy.yaml"
     policy.write_text(policy.read_text() + "\n# the operator's edit\n")
-    r = subprocess.run(["make", "-C", str(ROOT), "install", f"DESTDIR={staged}", "PREFIX=/usr"], capture_output=True, timeout=900)
+    r = make_install(staged)
     assert r.returncode == 0
     assert policy.read_text().endswith("# the operator's edit\n")
 
