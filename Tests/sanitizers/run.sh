@@ -43,7 +43,9 @@ timed() {
 
 timed swift build "${flags[@]}" --product chainwatch || exit 1
 timed swift build "${flags[@]}" --product chainwatch-bench || exit 1
-timed swift test "${flags[@]}"
+# --disable-testable-imports: Package.swift compiles the modules the unit tests import with -enable-testing already,
+# so the unit tests reuse the objects just built (SwiftPM would otherwise add the flag itself and build everything again).
+timed swift test "${flags[@]}" --disable-testable-imports
 bin=$PWD/$scratch/release
 timed env CHAINWATCH_BIN="$bin/chainwatch" CHAINWATCH_BENCH_BIN="$bin/chainwatch-bench" \
     python3 -m pytest -q Tests/e2e "$@"
