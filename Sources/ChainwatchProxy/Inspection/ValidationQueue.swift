@@ -65,9 +65,9 @@ public final class ValidationQueue: @unchecked Sendable {
         let start = idle == 0 && started < threadCount
         if start { started += 1 }
         condition.unlock()
-        // Signalled after the unlock: a thread woken while the lock was still held went straight back to sleep on the
-        // lock, two more futex calls and a context switch per job (strace: 3.7 futex wakes per cold TLS 1.3 connection
-        // before, most of them on this lock). A thread that is not waiting yet finds the job when it next takes the lock.
+        // Signalled after the unlock: a thread woken while the lock was still held could go straight back to sleep on
+        // the lock, a futex wait and wake more (strace, cold TLS 1.3: futex wakes 3.70 -> 3.23 and waits 1.14 -> 0.69
+        // per connection; bench/RESULTS.md). A thread that is not waiting yet finds the job when it next takes the lock.
         condition.signal()
         if start {
             let thread = Thread { [self] in work() }

@@ -164,7 +164,7 @@ import Testing
     /// TLS peer does is decided at once, not read for as long as it sends them. And the observer reports each of
     /// 98 304 alerts (192 KiB, twelve 16 KiB records) once, its buffer never over one record. Its reading is linear
     /// (an index, where `removeFirst(2)` shifted the rest per alert); that is not timed here: this test took 44 ms
-    /// before the index and 24 ms after, in the debug build.
+    /// before the index and 24 ms after, in a debug build.
     @Test func aStreamOfAlertsIsDecidedAndEachAlertReportedOnce() throws {
         let record: [UInt8] = [21, 3, 3, 0x40, 0x00] + [UInt8](repeating: 1, count: 16_384)   // warnings, 8 192 of them
         var observer = TLSObserver()
