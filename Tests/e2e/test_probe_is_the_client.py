@@ -144,9 +144,14 @@ class Recording:
         return choice
 
 
+# The forger's page is its own, so a test tells which server a page came from: the clients here ignore certificate
+# errors (chainwatch, not the client, is under test), so a forged flight that reached one would bring this page.
+FORGED_PAGE = b"hello from the forger"
+
+
 def servers(pki, closing):
     genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
-    forger = closing(threaded(pki / "attacker.fullchain.pem", pki / "attacker.key", blob=PAGE))
+    forger = closing(threaded(pki / "attacker.fullchain.pem", pki / "attacker.key", blob=FORGED_PAGE))
     return genuine, forger
 
 
@@ -243,7 +248,7 @@ def test_no_interceptor_tells_the_probe_from_the_client(start_proxy, tmp_path, p
         # documented first-contact gap: either outcome, whole, is allowed; every other pattern is caught.
         pair, later = forged[:2], forged[2:]
         single = len(pair) == 2 and sum(pair) == 1
-        quiet = PAGE in ran.stdout and read_alert_lines(proxy.alert_log, icpt.port) == []
+        quiet = (PAGE in ran.stdout or FORGED_PAGE in ran.stdout) and read_alert_lines(proxy.alert_log, icpt.port) == []
         # Chromium may open a second socket beside the page's (a preconnect) and drop it unused at exit. The page's
         # tunnel and its probe are the first two hellos; a later one forged, with the page through and no line, is
         # that spare socket, closed before its forged flight could be weighed (seen: forged [False, False, True]), or
@@ -255,10 +260,10 @@ def test_no_interceptor_tells_the_probe_from_the_client(start_proxy, tmp_path, p
         lines = wait_alert_lines(proxy.alert_log, icpt.port, 1, timeout=4)
         assert lines, f"{client}/{name}: forged {forged}, no alert line; client {ran}"
         assert {l["event"]["reason"] for l in lines} <= {"root_mismatch", "evidence_mismatch"}, (name, lines)
-        # The same preconnect socket forged and weighed before it closed: that tunnel is blocked with its line (seen:
-        # forged [False, False, True, False], evidence_mismatch, the last hello its fresh re-probe), and the page,
-        # whose tunnel and probe were not forged (or whose forged tunnel matched the probe, the gap above), passes.
-        preconnect_caught = client == "chromium" and any(later) and (single or not any(pair))
-        if action == "block" and not preconnect_caught:
-            assert PAGE not in ran.stdout, (f"{client}/{name}: a forged page reached the client under block; forged {forged}; "
+        # Under block no forged page reaches the client. The genuine page may: Chromium opens a second socket beside
+        # the page's (a preconnect) or retries a connection closed in its handshake, and a later pair its rule spared
+        # is genuine (seen: forged [True, True, False, False], the forged pair blocked with its line, the page from the
+        # spared pair; and [False, False, True, False], the preconnect forged and blocked, the page from the first).
+        if action == "block":
+            assert FORGED_PAGE not in ran.stdout, (f"{client}/{name}: a forged page reached the client under block; forged {forged}; "
                                             f"lines {[(l['event']['reason'], l['chainwatch'].get('evidence')) for l in lines]}")
