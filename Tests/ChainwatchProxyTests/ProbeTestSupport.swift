@@ -174,7 +174,7 @@ final class ManualClock: Sendable {
 final class CountingRelay: @unchecked Sendable {
     let port: UInt16
     private let listenFD: Int32
-    private let upstreamPort: UInt16
+    private let upstreamPort: Atomic<UInt16>
     private let delayMicroseconds: UInt32
     private let acceptedCount = Atomic<Int>(0)
     private let acceptorDone = DispatchSemaphore(value: 0)
@@ -182,7 +182,7 @@ final class CountingRelay: @unchecked Sendable {
     var accepted: Int { acceptedCount.load(ordering: .relaxed) }
 
     init(upstreamPort: UInt16, delayMilliseconds: Int = 0) throws {
-        self.upstreamPort = upstreamPort
+        self.upstreamPort = Atomic(upstreamPort)
         delayMicroseconds = UInt32(delayMilliseconds * 1000)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var one: Int32 = 1
@@ -210,12 +210,15 @@ final class CountingRelay: @unchecked Sendable {
         }
     }
 
+    /// Sends the connections accepted from now on to `port` (a pool's other member behind the same address).
+    func route(to port: UInt16) { upstreamPort.store(port, ordering: .relaxed) }
+
     private func relay(_ client: Int32) {
         defer { close(client) }
         if delayMicroseconds > 0 { usleep(delayMicroseconds) }
         let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(upstream) }
-        var address = loopback(port: upstreamPort)
+        var address = loopback(port: upstreamPort.load(ordering: .relaxed))
         guard withSockaddr(&address, { connect(upstream, $0, $1) }) == 0 else { return }
         var fds = [pollfd(fd: client, events: Int16(POLLIN), revents: 0), pollfd(fd: upstream, events: Int16(POLLIN), revents: 0)]
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)

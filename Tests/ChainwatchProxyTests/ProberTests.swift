@@ -164,6 +164,42 @@ struct ProberTests {
         #expect(prober.cachedSuccess(for: probeKey) == nil, "expired")
     }
 
+    /// A pool of servers behind one address (two members with other leaves, one relay in front): a success whose
+    /// flight differs from the one it replaces keeps that one beside it (`otherFlights`, newest first), never the
+    /// newest's own flight again, nor another of the same member; an expired result keeps none.
+    @Test func freshProbesKeepAPoolsOtherFlights() throws {
+        let a = try OpenSSLServer(genuine: ["-tls1_3"])
+        defer { a.stop() }
+        let b = try OpenSSLServer(["-cert", ProbePKI.path("otherhost.pem"), "-key", ProbePKI.path("otherhost.key"), "-tls1_3"])
+        defer { b.stop() }
+        let relay = try CountingRelay(upstreamPort: a.port)
+        defer { relay.stop() }
+        let loop = try LoopThread(index: 0)
+        defer { loop.stop() }
+        let clock = ManualClock()
+        let prober = Prober(successTTLMilliseconds: 60_000, failureTTLMilliseconds: 5_000, clock: clock.read)
+        let probeKey = key(port: relay.port)
+
+        let first = try #require(prober.probeAndWait(probeKey, from: loop)?.result.chain)
+        #expect(prober.otherFlights(for: probeKey).isEmpty)
+        let again = try #require(prober.probeAndWait(probeKey, from: loop, fresh: true)?.result.chain)
+        #expect(Prober.sameFlight(first, again), "one member, two handshakes: \(first.serverRecordLengths) \(again.serverRecordLengths)")
+        #expect(prober.otherFlights(for: probeKey).isEmpty, "the same member's flight is not kept twice")
+
+        relay.route(to: b.port)
+        let other = try #require(prober.probeAndWait(probeKey, from: loop, fresh: true)?.result.chain)
+        #expect(!Prober.sameFlight(first, other))
+        #expect(prober.otherFlights(for: probeKey).map(\.chainDER) == [again.chainDER])
+        #expect(prober.probeAndWait(probeKey, from: loop)?.result.chain?.chainDER == other.chainDER, "the newest answers")
+
+        relay.route(to: a.port)
+        _ = try #require(prober.probeAndWait(probeKey, from: loop, fresh: true)?.result.chain)
+        #expect(prober.otherFlights(for: probeKey).map(\.chainDER) == [other.chainDER], "A's own flight is not kept beside it")
+        #expect(relay.accepted == 4)
+        clock.advance(60_000)
+        #expect(prober.otherFlights(for: probeKey).isEmpty, "expired")
+    }
+
     @Test func failureIsCachedForTheShortTTL() throws {
         let loop = try LoopThread(index: 0)
         defer { loop.stop() }

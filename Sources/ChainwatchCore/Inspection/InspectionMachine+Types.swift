@@ -42,10 +42,15 @@ public protocol InspectionResources: AnyObject {
     /// contact; for any rule: a spot check due at the address). With one, a probe goes beside the tunnel, which keeps
     /// its connection, under any rule.
     var hasSpareConnection: Bool { get }
+    /// Earlier probe results for `offer` at the tunnel's address whose flights differed from the newest one's, newest
+    /// first: the members of a pool behind one address that answer the same offer differently. Each is judged by its
+    /// own chain when a tunnel's flight is one of theirs.
+    func otherProbes(for offer: ClientOffer) -> [any InspectionProbe]
 }
 
 extension InspectionResources {
     public var hasSpareConnection: Bool { false }
+    public func otherProbes(for offer: ClientOffer) -> [any InspectionProbe] { [] }
 }
 
 extension InspectionMachine {

@@ -11,7 +11,7 @@
 ///    │  probingFirst ─ chain ─► judgingFirstProbe ─ passes ─► watching (reconnect, the client's bytes replayed)
 ///    │       └ no chain / blocks ───────────────────────────────► finished
 ///    ├─ ≤ 1.2 Certificate ───────────────────────────────────────────────► judging ─────────────────► finished
-///    └─ TLS 1.3 ServerHello ─► probing ─► weighing ─ agrees ─► judging; differs ─► probing(fresh) ─► weighing ─ differs ─► finished
+///    └─ TLS 1.3 ServerHello ─► probing ─► weighing ─ agrees ─► judging; differs ─► probing(fresh) ─► weighing ─ differs (3 times) ─► finished
 /// ```
 /// At first contact (`pairing`) the probe and the tunnel's own connection are opened together, in an order drawn at
 /// random, so an interceptor cannot tell them apart by which comes first: forging one of the two is forging the probe
@@ -56,6 +56,12 @@ public struct InspectionMachine: Sendable {
     /// 512 KiB never is, and its bounds may drop any result). Without it the tunnel would need a second probe while
     /// it holds its own upstream connection, and a one-connection server leaves that probe waiting until it times out.
     private var kept: (offer: ClientOffer, probe: Probe)?
+    /// Fresh probes made for this tunnel (re-probes after its flight differed).
+    private var freshProbes = 0
+    /// The most fresh probes one tunnel makes before its difference is a finding: a pool of two members behind a
+    /// random balancer, whose other flight the prober has not kept yet, gives a false `evidence_mismatch` with
+    /// probability 1/8 instead of 1/2.
+    static let maxFreshProbes = 3
     /// The chain judged was over 224 KiB (read with room): its upstream is not marked known-bad.
     private var largeChain = false
     private var probeJA4: String?
@@ -414,7 +420,10 @@ public struct InspectionMachine: Sendable {
 
     /// Gets the probe evidence for this tunnel: the result kept from the probe made first, or a probe.
     private mutating func probe(_ offer: ClientOffer, fresh: Bool, _ resources: any InspectionResources, _ out: inout [Action]) {
-        if fresh { keptProbeBytes = 0 }   // a kept result is dropped for the fresh one
+        if fresh {
+            keptProbeBytes = 0   // a kept result is dropped for the fresh one
+            freshProbes += 1
+        }
         if !fresh, let kept, kept.offer == offer {   // made for this tunnel just before its handshake
             self.kept = nil
             probeJA4 = kept.probe.ja4
@@ -514,10 +523,39 @@ public struct InspectionMachine: Sendable {
             // probe, or forges only since the probe was cached): it is made again; a tunnel that still disagrees
             // with a fresh probe is a finding.
             guard fresh else { return self.probe(offer, fresh: true, resources, &out) }
+            // A pool of servers behind one address (members mid-rollout, or on other TLS stacks) answers one offer
+            // with more than one flight, and the fresh probe may have met another member than the tunnel did (a
+            // balancer that alternates gives the next connection, the fresh probe's, the other member every time).
+            // An earlier probe's flight the tunnel's agrees with so far is weighed instead, and its own chain judged;
+            // otherwise the address is probed afresh again, up to `maxFreshProbes`. A forger spared by the probes
+            // meets them all and is the finding: each probe's chain is the server's, or a forged one, judged. A
+            // flight found short at its deadline or at the tunnel's end (a stalled server, not another member's
+            // flight) gets the one fresh probe: each more would wait for the deadline again.
+            let others = resources.otherProbes(for: offer)
+            let ended = flightEnded || (tunnelEnded && holds)
+            if let other = others.first(where: { agreesSoFar(with: $0, flightEnded: ended) }) {
+                phase = .weighing(offer, other, fresh: true, flightDeadlineStarted: flightStarted)
+                return weigh(flightEnded: flightEnded, resources, &out)
+            }
+            if freshProbes < (ended ? 1 : Self.maxFreshProbes) { return self.probe(offer, fresh: true, resources, &out) }
             let detail = "the tunnel's handshake differs from chainwatch's own with the same offer: \(difference)"
             return finish(Evaluator.verdict(for: .evidenceMismatch(detail), rule: rule), evidence: nil, rule: rule, &out)
         }
         judge(.probe(probe), firstProbe: nil, rule: rule, &out)
+    }
+
+    /// Whether the tunnel's hellos and its flight so far agree with `probe`'s (`weigh`'s comparison, without acting).
+    private func agreesSoFar(with probe: Probe, flightEnded: Bool) -> Bool {
+        var ignored: [Action] = []
+        guard disagreement(with: probe, &ignored) == nil else { return false }
+        guard let tunnelHello = watch.serverHello, let clientHello = watch.clientHello, tunnelHello.version >= .tls1_3,
+              let probeClient = probe.parsedClientHello else { return true }
+        if case .differs = FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking,
+                                                   flightEnded: flightEnded, probe: probe.flight, serverHello: tunnelHello,
+                                                   clientHello: clientHello, probeClientHello: probeClient) {
+            return false
+        }
+        return true
     }
 
     /// A server handshake message longer than a tunnel reads by default (224 KiB; real chains stop near 210 KB) is

@@ -256,6 +256,10 @@ final class TunnelInspection {
 
         var hasSpareConnection: Bool { spareIsOpen() }
 
+        func otherProbes(for offer: ClientOffer) -> [any InspectionProbe] {
+            prober.otherFlights(for: ProbeKey(address: address, offer: offer))
+        }
+
         func reserveRoom(_ bytes: Int) -> Bool {
             guard let granted = room.reserve(bytes) else { return false }
             reservation = granted   // a smaller one taken earlier goes back

@@ -166,6 +166,29 @@ public final class Prober: Sendable {
         }
     }
 
+    /// Earlier successes for `key` whose flights differed from the newest one's (`sameFlight`), newest first, at most
+    /// `maxOtherFlights`: what a pool of servers behind one address answers the same offer with (members mid-rollout,
+    /// one with a leaf of one more name; members on other TLS stacks). Empty when the cached result has expired or
+    /// failed. A tunnel that differs from the newest result and from a fresh one may be one of these members'
+    /// (`InspectionResources.otherProbes`); each is still judged by its own chain.
+    public func otherFlights(for key: ProbeKey) -> [ProbeChain] {
+        let time = now()
+        return table.withLock { table in
+            guard let cached = table.results[key], time < cached.expires, case .success = cached.result else { return [] }
+            return cached.others
+        }
+    }
+
+    /// Whether two probe results came from servers that answer alike: the same certificates, and records of the same
+    /// sizes but for 4 bytes each (an ECDSA CertificateVerify's length varies from one handshake to the next).
+    public static func sameFlight(_ a: ProbeChain, _ b: ProbeChain) -> Bool {
+        a.chainDER == b.chainDER && a.serverRecordLengths.count == b.serverRecordLengths.count
+            && zip(a.serverRecordLengths, b.serverRecordLengths).allSatisfy { abs($0 - $1) <= 4 }
+    }
+
+    /// The most earlier flights kept beside a key's newest result (`otherFlights`).
+    public static let maxOtherFlights = 3
+
     /// Forgets every cached result (handshakes in flight go on, as with `invalidate`). Returns how many.
     @discardableResult
     public func removeAll() -> Int {
@@ -284,7 +307,15 @@ public final class Prober: Sendable {
             let replacesSuccess: Bool = if case .success = result { false }
                 else if let cached = table.results[key], time < cached.expires, case .success = cached.result { true } else { false }
             if keep, !replacesSuccess {
-                table.store(result, for: key, now: time, expires: time + ttl, maxEntries: maxEntries, maxBytes: maxBytes)
+                // A success whose flight differs from the success it replaces keeps that one beside it (a pool's
+                // other member), with the others kept before, while they are not this flight's and not too many.
+                var others: [ProbeChain] = []
+                if case .success(let new) = result, let cached = table.results[key], time < cached.expires,
+                   case .success(let old) = cached.result {
+                    others = ([old] + cached.others).filter { !Self.sameFlight($0, new) }
+                    others = Array(others.prefix(Self.maxOtherFlights))
+                }
+                table.store(result, others: others, for: key, now: time, expires: time + ttl, maxEntries: maxEntries, maxBytes: maxBytes)
             }
             return waiters
         }
@@ -329,6 +360,8 @@ extension Prober {
 
     private struct Cached {
         var result: ProbeResult
+        /// Earlier successes whose flights differed from `result`'s (`otherFlights`).
+        var others: [ProbeChain] = []
         var expires: Int64
         /// Insertion order, for evicting the oldest.
         var sequence: UInt64
@@ -367,11 +400,12 @@ extension Prober {
         }
         private var nextSequence: UInt64 = 0
 
-        mutating func store(_ result: ProbeResult, for key: ProbeKey, now: Int64, expires: Int64, maxEntries: Int,
-                            maxBytes: Int) {
+        mutating func store(_ result: ProbeResult, others: [ProbeChain] = [], for key: ProbeKey, now: Int64, expires: Int64,
+                            maxEntries: Int, maxBytes: Int) {
             nextSequence += 1
-            results.insert(Cached(result: result, expires: expires, sequence: nextSequence), for: key,
-                           weight: result.retainedBytes, maxEntries: maxEntries, maxBytes: maxBytes,
+            let weight = others.reduce(result.retainedBytes) { $0 + ProbeResult.success($1).retainedBytes }
+            results.insert(Cached(result: result, others: others, expires: expires, sequence: nextSequence), for: key,
+                           weight: weight, maxEntries: maxEntries, maxBytes: maxBytes,
                            live: { $0.expires > now }, order: { $0.sequence < $1.sequence })
         }
     }

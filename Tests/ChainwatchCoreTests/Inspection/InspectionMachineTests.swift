@@ -30,6 +30,14 @@ final class TestResources: InspectionResources {
 
     func hasProbeResult(for offer: ClientOffer) -> Bool { cached.contains(offer) }
 
+    /// Earlier results the cache keeps beside its newest (a pool's other members), and the offers they were asked for.
+    var others: [any InspectionProbe] = []
+    private(set) var othersAskedFor: [ClientOffer] = []
+    func otherProbes(for offer: ClientOffer) -> [any InspectionProbe] {
+        othersAskedFor.append(offer)
+        return others
+    }
+
     /// The coins a test draws for first contacts, in order (then heads: the probe first).
     var coins: [Bool] = []
     func probeGoesFirst() -> Bool { coins.isEmpty ? true : coins.removeFirst() }
@@ -408,7 +416,8 @@ final class TestResources: InspectionResources {
     }
 
     /// A tunnel whose flight differs from the cached probe's (a forger that spared the probe): the probe is made
-    /// again, fresh; still different, it is `evidence_mismatch`, which marks nobody.
+    /// again, fresh, up to three times (a pool's other member may have answered the probe); still different, it is
+    /// `evidence_mismatch`, which marks nobody.
     @Test func aFlightThatDiffersIsReprobedThenAFinding() throws {
         let r = TestResources()
         var forgedLength = try Self.genuineProbe()
@@ -421,8 +430,11 @@ final class TestResources: InspectionResources {
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
         #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r) == ["arm(verdict, 5000)", "probe"])
         #expect(Self.strings(m.probeAnswered(.success(forgedLength), r)) == ["probe(fresh)"])
+        #expect(Self.strings(m.probeAnswered(.success(forgedLength), r)) == ["probe(fresh)"])
+        #expect(Self.strings(m.probeAnswered(.success(forgedLength), r)) == ["probe(fresh)"])
         #expect(Self.strings(m.probeAnswered(.success(forgedLength), r))
                 == ["cancel(verdict)", "writeFinding(block evidence_mismatch)", "block(evidence_mismatch)"])
+        #expect(r.othersAskedFor.count == 3, "each fresh probe's difference looks for a kept flight the tunnel's is")
         // The fresh probe agreeing instead: the probe's chain is judged.
         var again = Self.machine(Self.block, host: "tls13.chainwatch.test")
         _ = again.start()
@@ -430,6 +442,56 @@ final class TestResources: InspectionResources {
         _ = Self.feed(&again, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
         #expect(Self.strings(again.probeAnswered(.success(forgedLength), r)) == ["probe(fresh)"])
         #expect(Self.strings(again.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
+    }
+
+    /// A pool of servers behind one address: the cached probe and the fresh one met a member whose flight is a byte
+    /// longer than the one the tunnel met; the prober keeps an earlier member's result beside its newest. The tunnel's
+    /// flight agrees with that one, whose own chain is judged, and no finding is made. With none that agrees, the
+    /// address is probed afresh up to three times, then it is the finding; a fresh probe that meets the tunnel's
+    /// member ends it.
+    @Test func aPoolsOtherMemberIsWeighedNotAFinding() throws {
+        var otherMember = try Self.genuineProbe()
+        otherMember.flight.recordLengths[1] += 1
+        otherMember.flight = .init(messages: otherMember.flight.messages.enumerated().map { i, m in
+            (type: m.type, length: i == 1 ? m.length + 1 : m.length) }, recordLengths: otherMember.flight.recordLengths)
+        otherMember.chainDER = [[UInt8](repeating: 0x31, count: 3_001)]
+        var tunnelsMember = try Self.genuineProbe()
+        tunnelsMember.chainDER = [[UInt8](repeating: 0x32, count: 3_000)]
+        let offer = ClientOffer(mirroring: try EvidenceAgreementTests.hellos("tls13-rsa").client)
+
+        func tunnel(_ r: TestResources) throws -> Machine {
+            var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+            _ = m.start()
+            r.cached = [offer]
+            _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+            #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r) == ["arm(verdict, 5000)", "probe"])
+            return m
+        }
+        // The member the tunnel met is kept beside the newest: it is weighed, and its chain (not the fresh one's) judged.
+        let pool = TestResources()
+        pool.others = [otherMember, tunnelsMember]
+        var m = try tunnel(pool)
+        #expect(Self.strings(m.probeAnswered(.success(otherMember), pool)) == ["probe(fresh)"])
+        #expect(pool.othersAskedFor.isEmpty, "the cached result differing is re-probed first, as before")
+        let judged = m.probeAnswered(.success(otherMember), pool)
+        #expect(Self.strings(judged) == ["judge(probe)"])
+        #expect(pool.othersAskedFor == [offer])
+        guard case .judge(.probe(let chain), _, _)? = judged.first else { Issue.record("no judgement: \(judged)"); return }
+        #expect(chain.chainDER == tunnelsMember.chainDER)
+
+        // Other flights, none the tunnel's: probed afresh three times in all, then the finding.
+        let noMatch = TestResources()
+        noMatch.others = [otherMember]
+        var n = try tunnel(noMatch)
+        #expect(Self.strings(n.probeAnswered(.success(otherMember), noMatch)) == ["probe(fresh)"])
+        #expect(Self.strings(n.probeAnswered(.success(otherMember), noMatch)) == ["probe(fresh)"])
+        #expect(Self.strings(n.probeAnswered(.success(otherMember), noMatch)) == ["probe(fresh)"])
+        #expect(Self.strings(n.probeAnswered(.success(otherMember), noMatch))
+                == ["cancel(verdict)", "writeFinding(block evidence_mismatch)", "block(evidence_mismatch)"])
+        // A pool whose third fresh probe meets the tunnel's member: its chain is judged.
+        var late = try tunnel(noMatch)
+        for _ in 0..<3 { #expect(Self.strings(late.probeAnswered(.success(otherMember), noMatch)) == ["probe(fresh)"]) }
+        #expect(Self.strings(late.probeAnswered(.success(tunnelsMember), noMatch)) == ["judge(probe)"])
     }
 
     /// A held flight that stops short of the probe's waits for the flight deadline, then differs (re-probe); a tunnel
@@ -455,6 +517,11 @@ final class TestResources: InspectionResources {
         #expect(Self.strings(held.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"])
         #expect(Self.strings(held.deadlineFired(.verdict, r)).isEmpty, "the evidence is being weighed")
         #expect(Self.strings(held.deadlineFired(.flight, r)) == ["probe(fresh)"])
+        // Still short beside the fresh probe, at its own deadline: a stalled server is the finding after that one
+        // fresh probe (each more, as a pool's flights get, would wait for the deadline again).
+        #expect(Self.strings(held.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"])
+        let stalled = Self.strings(held.deadlineFired(.flight, r))
+        #expect(stalled.contains("writeFinding(block evidence_mismatch)") && !stalled.contains("probe(fresh)"), "\(stalled)")
 
         var flowed = Self.machine(Self.alert, host: "tls13.chainwatch.test")
         _ = flowed.start()
