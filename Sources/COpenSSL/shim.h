@@ -58,10 +58,13 @@ static inline int c_openssl_SSL3_RT_HEADER(void) { return SSL3_RT_HEADER; }
 // OpenSSL's curve names (prime256v1, secp384r1) and not NIST's ("P-256" fails). libssl's handshakes are unaffected;
 // nothing else in `chainwatch run` makes EC keys with OpenSSL. An SM2 key then reads as EC (EVP_PKEY_get_base_id).
 // Call once, before other threads use OpenSSL. The engine stays registered for the process and must not be freed:
-// the engine table keeps the pointer without a reference. Returns 1 when registered.
+// the engine table keeps the pointer without a reference. Returns 1 when registered. `c_chainwatch_ec_engine` keeps
+// the pointer where a leak checker finds it: OpenSSL's exit handler frees its engine tables, and LeakSanitizer then
+// called the engine, which lives as long as the process by design, a leak (and failed every process's exit).
 #pragma clang diagnostic push
 #pragma clang diagnostic ignored "-Wdeprecated-declarations"
 static int c_chainwatch_ec_key_nids[] = { EVP_PKEY_EC };
+static ENGINE *c_chainwatch_ec_engine = NULL;
 static inline int c_chainwatch_ec_pkey_meths(ENGINE *engine, EVP_PKEY_METHOD **method, const int **nids, int nid) {
     (void)engine;
     if (method == NULL) { *nids = c_chainwatch_ec_key_nids; return 1; }
@@ -76,6 +79,7 @@ static inline int c_chainwatch_decode_ec_keys_builtin(void) {
         ENGINE_free(engine);
         return 0;
     }
+    c_chainwatch_ec_engine = engine;
     return 1;
 }
 #pragma clang diagnostic pop

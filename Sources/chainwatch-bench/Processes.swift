@@ -36,7 +36,7 @@ final class Child {
     func stop() { process.stop() }
 
     func logTail() -> String {
-        let text = (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
+        let text = readText(logPath) ?? ""
         return String(text.suffix(800)).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
@@ -50,7 +50,7 @@ func runTool(_ executable: String, _ arguments: [String], seconds: Double = 60) 
     let outputPath = directory.file("tool.log")
     var process: Spawned
     do { process = try Spawned(executable, arguments, outputPath: outputPath) } catch { throw BenchError(error.description) }
-    let output = { String(((try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "").suffix(2000)) }
+    let output = { String((readText(outputPath) ?? "").suffix(2000)) }
     guard process.wait(seconds: seconds) else {
         process.stop(grace: 1)
         throw BenchError("\(executable) \(arguments.joined(separator: " ")) did not finish within \(Int(seconds)) s (killed): \(output())")
@@ -58,7 +58,16 @@ func runTool(_ executable: String, _ arguments: [String], seconds: Double = 60) 
     guard process.exitCode == 0 else {
         throw BenchError("\(executable) \(arguments.joined(separator: " ")) failed with status \(process.exitCode ?? -1): \(output())")
     }
-    return (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+    return readText(outputPath) ?? ""
+}
+
+/// A file's text (invalid UTF-8 replaced), nil when it cannot be opened. Through `FileHandle`: Foundation's
+/// `String(contentsOfFile:)` and `Data(contentsOf:)` leak a 4 KiB buffer for every empty file they read (Swift 6.3's
+/// swift-foundation; LeakSanitizer found it under `make sanitize`), and a tool's output is usually empty.
+func readText(_ path: String) -> String? {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+    defer { try? handle.close() }
+    return String(decoding: (try? handle.readToEnd()) ?? Data(), as: UTF8.self)
 }
 
 /// Finds an executable on PATH (or takes a path as is).
@@ -121,8 +130,8 @@ struct GeneratedChain {
         try runTool(openssl, ["req", "-new", "-key", "\(d)/leaf.key", "-subj", "/O=chainwatch-bench/CN=127.0.0.1", "-out", "\(d)/leaf.csr"])
         try runTool(openssl, ["x509", "-req", "-in", "\(d)/leaf.csr", "-CA", "\(d)/intermediate.pem", "-CAkey", "\(d)/intermediate.key", "-CAcreateserial",
                               "-days", "3", "-sha256", "-extfile", "\(d)/ext.cnf", "-extensions", "leaf", "-out", "\(d)/leaf.pem"])
-        let leaf = (try? String(contentsOfFile: "\(d)/leaf.pem", encoding: .utf8)) ?? ""
-        let intermediate = (try? String(contentsOfFile: "\(d)/intermediate.pem", encoding: .utf8)) ?? ""
+        let leaf = readText("\(d)/leaf.pem") ?? ""
+        let intermediate = readText("\(d)/intermediate.pem") ?? ""
         do { try (leaf + intermediate).write(toFile: "\(d)/chain.pem", atomically: true, encoding: .utf8) } catch { throw BenchError("write chain.pem: \(error)") }
         rootFile = "\(d)/root.pem"
         chainFile = "\(d)/chain.pem"
@@ -205,7 +214,7 @@ struct ProcSample: Sendable {
 
     /// The fields of /proc/PID/stat after the command name: index 0 is field 3 (state).
     private static func stat(_ pid: Int32) -> [Substring]? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        guard let text = readText("/proc/\(pid)/stat"),
               let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         return fields.count > 15 ? fields : nil
@@ -213,7 +222,7 @@ struct ProcSample: Sendable {
 
     /// VmRSS from /proc/PID/status, in KiB (0 for kernel threads or vanished processes).
     static func rss(_ pid: Int32) -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return 0 }
+        guard let text = readText("/proc/\(pid)/status") else { return 0 }
         for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
             return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
         }
