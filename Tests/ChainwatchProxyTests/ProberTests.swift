@@ -196,8 +196,13 @@ struct ProberTests {
         _ = try #require(prober.probeAndWait(probeKey, from: loop, fresh: true)?.result.chain)
         #expect(prober.otherFlights(for: probeKey).map(\.chainDER) == [other.chainDER], "A's own flight is not kept beside it")
         #expect(relay.accepted == 4)
-        clock.advance(60_000)
-        #expect(prober.otherFlights(for: probeKey).isEmpty, "expired")
+        // Each kept flight expires 60 s after the probe that met it, however often the newest is refreshed.
+        clock.advance(40_000)
+        _ = try #require(prober.probeAndWait(probeKey, from: loop, fresh: true)?.result.chain)
+        #expect(prober.otherFlights(for: probeKey).map(\.chainDER) == [other.chainDER], "kept 40 s after B's probe")
+        clock.advance(21_000)
+        #expect(prober.hasResult(for: probeKey), "the newest, refreshed, is still cached")
+        #expect(prober.otherFlights(for: probeKey).isEmpty, "B's flight, 61 s after its probe, is not")
     }
 
     @Test func failureIsCachedForTheShortTTL() throws {

@@ -32,7 +32,7 @@ extension Reason {
         case .httpsOnly:
             "A client sent plain HTTP to a host whose rule says https_only: find the client by source.ip and make it use https"
         case .evidenceMismatch:
-            "The tunnel's handshake differs from chainwatch's own with the same hello, made again three times: someone may forge this client's connections only; capture the tunnel (source.ip, destination.ip) and compare with a fetch from another network"
+            "The tunnel's handshake differs from chainwatch's own with the same hello, made again up to three times: someone may forge this client's connections only; capture the tunnel (source.ip, destination.ip) and compare with a fetch from another network"
         }
     }
 }

@@ -534,7 +534,9 @@ public struct InspectionMachine: Sendable {
             let others = resources.otherProbes(for: offer)
             let ended = flightEnded || (tunnelEnded && holds)
             if let other = others.first(where: { agreesSoFar(with: $0, flightEnded: ended) }) {
-                phase = .weighing(offer, other, fresh: true, flightDeadlineStarted: flightStarted)
+                // Weighed afresh: the flight deadline was cancelled above, and is armed again if more records are due.
+                probeJA4 = other.ja4
+                phase = .weighing(offer, other, fresh: true, flightDeadlineStarted: false)
                 return weigh(flightEnded: flightEnded, resources, &out)
             }
             if freshProbes < (ended ? 1 : Self.maxFreshProbes) { return self.probe(offer, fresh: true, resources, &out) }
@@ -544,18 +546,20 @@ public struct InspectionMachine: Sendable {
         judge(.probe(probe), firstProbe: nil, rule: rule, &out)
     }
 
-    /// Whether the tunnel's hellos and its flight so far agree with `probe`'s (`weigh`'s comparison, without acting).
+    /// Whether the tunnel's hellos and its flight so far agree with a kept earlier probe's: `weigh`'s comparison,
+    /// without acting, and stricter: a kept flight that cannot be compared (a member that pads its records) or whose
+    /// hellos cannot be parsed agrees with nothing, or it would answer for any forged tunnel while it is kept.
     private func agreesSoFar(with probe: Probe, flightEnded: Bool) -> Bool {
-        var ignored: [Action] = []
-        guard disagreement(with: probe, &ignored) == nil else { return false }
         guard let tunnelHello = watch.serverHello, let clientHello = watch.clientHello, tunnelHello.version >= .tls1_3,
-              let probeClient = probe.parsedClientHello else { return true }
-        if case .differs = FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking,
-                                                   flightEnded: flightEnded, probe: probe.flight, serverHello: tunnelHello,
-                                                   clientHello: clientHello, probeClientHello: probeClient) {
-            return false
+              let probeHello = probe.parsedServerHello, let probeClient = probe.parsedClientHello,
+              EvidenceAgreement.disagreement(tunnel: tunnelHello, probe: probeHello, client: clientHello, probeClient: probeClient) == nil
+        else { return false }
+        switch FlightAgreement.compare(tunnel: watch.serverFlight, tracking: watch.serverFlightTracking, flightEnded: flightEnded,
+                                       probe: probe.flight, serverHello: tunnelHello, clientHello: clientHello,
+                                       probeClientHello: probeClient) {
+        case .agrees, .needsMoreRecords: return true
+        case .differs, .undecidable: return false
         }
-        return true
     }
 
     /// A server handshake message longer than a tunnel reads by default (224 KiB; real chains stop near 210 KB) is

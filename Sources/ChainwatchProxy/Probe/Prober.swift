@@ -168,14 +168,15 @@ public final class Prober: Sendable {
 
     /// Earlier successes for `key` whose flights differed from the newest one's (`sameFlight`), newest first, at most
     /// `maxOtherFlights`: what a pool of servers behind one address answers the same offer with (members mid-rollout,
-    /// one with a leaf of one more name; members on other TLS stacks). Empty when the cached result has expired or
-    /// failed. A tunnel that differs from the newest result and from a fresh one may be one of these members'
+    /// one with a leaf of one more name; members on other TLS stacks). Each is kept for `successTTL` after the probe
+    /// that met it, whatever is stored later (a flight no probe meets any more, a certificate replaced, goes). Empty
+    /// when the cached result has expired or failed. A tunnel that differs from the newest result and from a fresh one may be one of these members'
     /// (`InspectionResources.otherProbes`); each is still judged by its own chain.
     public func otherFlights(for key: ProbeKey) -> [ProbeChain] {
         let time = now()
         return table.withLock { table in
             guard let cached = table.results[key], time < cached.expires, case .success = cached.result else { return [] }
-            return cached.others
+            return cached.others.filter { time < $0.expires }.map(\.chain)
         }
     }
 
@@ -309,10 +310,11 @@ public final class Prober: Sendable {
             if keep, !replacesSuccess {
                 // A success whose flight differs from the success it replaces keeps that one beside it (a pool's
                 // other member), with the others kept before, while they are not this flight's and not too many.
-                var others: [ProbeChain] = []
+                var others: [Kept] = []
                 if case .success(let new) = result, let cached = table.results[key], time < cached.expires,
                    case .success(let old) = cached.result {
-                    others = ([old] + cached.others).filter { !Self.sameFlight($0, new) }
+                    others = ([Kept(chain: old, expires: cached.expires)] + cached.others)
+                        .filter { time < $0.expires && !Self.sameFlight($0.chain, new) }
                     others = Array(others.prefix(Self.maxOtherFlights))
                 }
                 table.store(result, others: others, for: key, now: time, expires: time + ttl, maxEntries: maxEntries, maxBytes: maxBytes)
@@ -360,11 +362,17 @@ extension Prober {
 
     private struct Cached {
         var result: ProbeResult
-        /// Earlier successes whose flights differed from `result`'s (`otherFlights`).
-        var others: [ProbeChain] = []
+        /// Earlier successes whose flights differed from `result`'s (`otherFlights`), each with its own expiry.
+        var others: [Kept] = []
         var expires: Int64
         /// Insertion order, for evicting the oldest.
         var sequence: UInt64
+    }
+
+    /// A kept earlier success and when it expires (`successTTL` after the probe that got it).
+    private struct Kept {
+        var chain: ProbeChain
+        var expires: Int64
     }
 
     private struct Table {
@@ -400,10 +408,15 @@ extension Prober {
         }
         private var nextSequence: UInt64 = 0
 
-        mutating func store(_ result: ProbeResult, others: [ProbeChain] = [], for key: ProbeKey, now: Int64, expires: Int64,
+        mutating func store(_ result: ProbeResult, others: [Kept] = [], for key: ProbeKey, now: Int64, expires: Int64,
                             maxEntries: Int, maxBytes: Int) {
             nextSequence += 1
-            let weight = others.reduce(result.retainedBytes) { $0 + ProbeResult.success($1).retainedBytes }
+            var others = others
+            var weight = others.reduce(result.retainedBytes) { $0 + ProbeResult.success($1.chain).retainedBytes }
+            if weight > maxBytes {   // the kept flights go first: the newest result alone may still fit
+                others = []
+                weight = result.retainedBytes
+            }
             results.insert(Cached(result: result, others: others, expires: expires, sequence: nextSequence), for: key,
                            weight: weight, maxEntries: maxEntries, maxBytes: maxBytes,
                            live: { $0.expires > now }, order: { $0.sequence < $1.sequence })

@@ -492,6 +492,17 @@ final class TestResources: InspectionResources {
         var late = try tunnel(noMatch)
         for _ in 0..<3 { #expect(Self.strings(late.probeAnswered(.success(otherMember), noMatch)) == ["probe(fresh)"]) }
         #expect(Self.strings(late.probeAnswered(.success(tunnelsMember), noMatch)) == ["judge(probe)"])
+
+        // A kept flight that cannot be compared (its hellos unparsed here; a member that pads its records likewise)
+        // answers for no tunnel: the differences go on to the finding.
+        var unparsed = tunnelsMember
+        unparsed.parsedServerHello = nil
+        let uncomparable = TestResources()
+        uncomparable.others = [unparsed]
+        var u = try tunnel(uncomparable)
+        for _ in 0..<3 { #expect(Self.strings(u.probeAnswered(.success(otherMember), uncomparable)) == ["probe(fresh)"]) }
+        #expect(Self.strings(u.probeAnswered(.success(otherMember), uncomparable))
+                == ["cancel(verdict)", "writeFinding(block evidence_mismatch)", "block(evidence_mismatch)"])
     }
 
     /// A held flight that stops short of the probe's waits for the flight deadline, then differs (re-probe); a tunnel
