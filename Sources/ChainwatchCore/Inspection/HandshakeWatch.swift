@@ -35,6 +35,8 @@ public struct HandshakeWatch: Sendable {
     public private(set) var serverHello: ServerHello?
     /// How many of the server's first bytes may reach the client before the verdict: a HelloRetryRequest's.
     public private(set) var passableServerBytes = 0
+    /// Whether the server's first message was a TLS 1.3 HelloRetryRequest (its client sends a second hello).
+    public private(set) var sawHelloRetry = false
     /// Facts the server direction has produced, and how many of them were alerts.
     private var serverFacts = 0
     private var serverAlerts = 0
@@ -74,6 +76,7 @@ public struct HandshakeWatch: Sendable {
         watchesServerFlight = false
         serverHello = nil
         passableServerBytes = 0
+        sawHelloRetry = false
         serverFacts = 0
         serverAlerts = 0
         stapledOCSP = nil
@@ -151,6 +154,7 @@ public struct HandshakeWatch: Sendable {
                     // record(s), and only once, so a forger cannot slip anything else through with it.
                     if serverFacts == 1, !serverObserver.hasPendingHandshakeBytes {
                         passableServerBytes = serverObserver.consumedByteCount
+                        sawHelloRetry = true
                     }
                     continue
                 }

@@ -46,10 +46,15 @@ public protocol InspectionResources: AnyObject {
     /// first: the members of a pool behind one address that answer the same offer differently. Each is judged by its
     /// own chain when a tunnel's flight is one of theirs.
     func otherProbes(for offer: ClientOffer) -> [any InspectionProbe]
+    /// Whether the probe of this tunnel's pair (`.pair`, `.probeBeside`) is its own handshake, which holds a second
+    /// hello after a HelloRetryRequest until told (`probeRetried`, `.sendProbeRetry`); false for a probe the tunnel
+    /// only waits for (one already in flight for its key, or in line for a slot).
+    var pairProbeHoldsItsRetry: Bool { get }
 }
 
 extension InspectionResources {
     public var hasSpareConnection: Bool { false }
+    public var pairProbeHoldsItsRetry: Bool { false }
     public func otherProbes(for offer: ClientOffer) -> [any InspectionProbe] { [] }
 }
 
@@ -198,6 +203,7 @@ extension InspectionMachine {
             case .verdict: 2
             case .flight: 4
             case .pairStall: 8
+            case .retryGate: 16
             }
         }
     }
@@ -213,6 +219,9 @@ extension InspectionMachine {
         /// At first contact, from the tunnel's server's first byte: how long the paired probe may go unanswered
         /// (`Settings.pairStallMilliseconds`).
         case pairStall
+        /// At first contact, from the pair's probe holding its second hello (or the tunnel's HelloRetryRequest
+        /// reaching the client): how long the other second hello may take (`Settings.pairStallMilliseconds`).
+        case retryGate
 
         public var description: String {
             switch self {
@@ -220,6 +229,7 @@ extension InspectionMachine {
             case .verdict: "verdict"
             case .flight: "flight"
             case .pairStall: "pairStall"
+            case .retryGate: "retryGate"
             }
         }
     }
@@ -263,6 +273,9 @@ extension InspectionMachine {
         /// uses the spare connection opened beside the tunnel's at its CONNECT, where there is one. Answered by
         /// `probeAnswered`.
         indirect case probeBeside(ClientOffer, probeFirst: Bool)
+        /// Let the pair's probe send the second hello it holds (`probeRetried`): now, or, `afterClient`, on the loop's
+        /// next turn, once the client's bytes let flow just before have left.
+        case sendProbeRetry(afterClient: Bool)
         /// Judge `chain` under `rule` for a tunnel with `facts`. Answered by `chainJudged`.
         indirect case judge(Chain, rule: Rule, facts: ConnectionFacts)
         /// Start `Deadline`'s timer (answered by `deadlineFired`), or stop it.
@@ -299,6 +312,7 @@ extension InspectionMachine {
             case .probe(_, let fresh): fresh ? "probe(fresh)" : "probe"
             case .pair(_, let probeFirst): probeFirst ? "pair(probe first)" : "pair(tunnel first)"
             case .probeBeside(_, let probeFirst): probeFirst ? "probeBeside(probe first)" : "probeBeside(tunnel first)"
+            case .sendProbeRetry(let afterClient): afterClient ? "sendProbeRetry(after client)" : "sendProbeRetry"
             case .judge(let chain, _, _): "judge(\(chain.source.rawValue))"
             case .arm(let deadline, let ms): "arm(\(deadline), \(ms))"
             case .cancel(let deadline): "cancel(\(deadline))"

@@ -15,7 +15,7 @@
 /// ```
 /// At first contact (`pairing`) the probe and the tunnel's own connection are opened together, in an order drawn at
 /// random, so an interceptor cannot tell them apart by which comes first: forging one of the two is forging the probe
-/// half the time.
+/// half the time. A server that asks both to retry gets their second hellos the same way (`probeRetried`).
 /// An alert rule holds nothing once the ClientHello has picked it and does not probe first. Events that come late
 /// (a probe answered after the tunnel was decided) do nothing; events that cannot happen in a phase are answered
 /// with `.impossible`.
@@ -44,9 +44,12 @@ public struct InspectionMachine: Sendable {
     var armed = DeadlineSet()
     var verdictDeadlineStarted = false
     private var sawServerBytes = false
-    private var tunnelEnded = false
+    var tunnelEnded = false
     /// The server stream offset up to which bytes may pass while held (a HelloRetryRequest's), as last told.
-    private var passedServerBytes = 0
+    var passedServerBytes = 0
+    /// A first contact whose server asks both connections to retry: the probe holds its second hello until the
+    /// client's is whole, and the two leave in an order drawn at random (`probeRetried`).
+    var retry = RetryPairing()
     /// The most server bytes the connection was told it may hold (`.holdUpTo`), so it is told once per raise.
     private var holdRaisedTo = 0
     /// The room this tunnel holds (0: none), and the part of it a kept probe chain takes.
@@ -117,6 +120,8 @@ public struct InspectionMachine: Sendable {
     /// Client → server bytes, in order, any chunking.
     public mutating func clientBytes(_ bytes: some Collection<UInt8>, _ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
+        let streamOffset = retry.clientStreamBytes
+        retry.clientStreamBytes += bytes.count
         switch phase {
         case .finished, .judging: return out   // decided, or a chain is judged: the rest adds nothing
         case .watching, .pairing, .probingFirst, .judgingFirstProbe, .probing, .weighing: break
@@ -136,6 +141,7 @@ public struct InspectionMachine: Sendable {
         if case .watching = phase { handle(need, resources, &out) }
         // A probe beside the tunnel: the executor lets the client's bytes flow, before or after the probe's start.
         if stopsHoldingClient, !isFinished, !(probingBeside && !hadHello) { out.append(.connection(.flowing(.client))) }
+        if retry.scan != nil { scanSecondHello(bytes, from: streamOffset, resources, &out) }
         return out
     }
 
@@ -163,7 +169,8 @@ public struct InspectionMachine: Sendable {
             case .moreBytes, .probe:
                 // The tunnel's TLS 1.3 handshake, weighed once the probe answers; a probe that stays unanswered
                 // waits behind this connection (under block: the tunnel that lets nothing through may give it up).
-                if firstServerBytes { arm(.pairStall, settings.pairStallMilliseconds, &out) }
+                // (Not when the probe holds a second hello: the server answered it already.)
+                if firstServerBytes, retry.probe != .holds { arm(.pairStall, settings.pairStallMilliseconds, &out) }
             default:
                 // Its own chain (TLS ≤ 1.2), or no handshake: that decides, and the probe is not waited for.
                 pairProbeOutstanding = true
@@ -180,20 +187,27 @@ public struct InspectionMachine: Sendable {
             }
         default: break   // the evidence is on its way: more of the flight is all these bytes add
         }
-        passHelloRetry(&out)
+        passHelloRetry(resources, &out)
+        // A pair's probe that holds its second hello has nothing to pair it with once the tunnel's server answered
+        // without a retry (or the tunnel is decided otherwise).
+        if retry.probe != .released, watch.serverHello != nil || !isPairing { endRetryPairing(&out) }
         return out
     }
 
     /// A HelloRetryRequest (or a refusal before any ServerHello) may pass the hold: its client needs it to go on. Not
-    /// while a pair's probe is unanswered: the tunnel may still have to give its connection up to the probe, which it
-    /// can only while nothing of its server's has reached the client.
-    private mutating func passHelloRetry(_ out: inout [Action]) {
-        if case .pairing = phase { return }
+    /// while a pair's probe is unanswered, unless the probe holds a retry of its own (`probeRetried`): the tunnel may
+    /// still have to give its connection up to the probe, which it can only while nothing of its server's has
+    /// reached the client.
+    mutating func passHelloRetry(_ resources: any InspectionResources, _ out: inout [Action]) {
+        if isPairing, retry.probe != .holds { return holdSecondHelloIfPaired(resources, &out) }
         if !isFinished, watch.passableServerBytes > passedServerBytes {
             passedServerBytes = watch.passableServerBytes
             out.append(.connection(.hold(.upstream, passingUpTo: passedServerBytes)))
         }
+        holdSecondHelloIfPaired(resources, &out)
     }
+
+    var isPairing: Bool { if case .pairing = phase { true } else { false } }
 
     /// The answer to `.probe`.
     public mutating func probeAnswered(_ answer: ProbeAnswer, _ resources: any InspectionResources) -> [Action] {
@@ -201,6 +215,7 @@ public struct InspectionMachine: Sendable {
         switch phase {
         case .pairing(let offer):
             cancel(.pairStall, &out)
+            endRetryPairing(&out)   // answered: it held no second hello; a client's held for it goes
             switch answer {
             case .success(let probe):
                 probeJA4 = probe.ja4
@@ -217,7 +232,7 @@ public struct InspectionMachine: Sendable {
                 }
                 phase = .weighing(offer, probe, fresh: false, flightDeadlineStarted: false)
                 weigh(flightEnded: false, resources, &out)
-                passHelloRetry(&out)
+                passHelloRetry(resources, &out)
             case .failure, .oversized:
                 let rule = self.rule
                 finish(Evaluator.verdict(for: Self.noChain(answer), rule: rule), evidence: nil, rule: rule, &out)
@@ -308,6 +323,8 @@ public struct InspectionMachine: Sendable {
             weigh(flightEnded: true, resources, &out)
         case .pairStall:
             pairStalled(&out)
+        case .retryGate:
+            endRetryPairing(&out)   // the other connection's retry, or the client's second hello, did not come in time
         }
         return out
     }
@@ -323,6 +340,8 @@ public struct InspectionMachine: Sendable {
     private mutating func pairStalled(_ out: inout [Action]) {
         guard case .pairing(let offer) = phase, !tunnelEnded else { return }
         guard holds else { return out.append(.countPairStall) }
+        // A probe that holds its second hello for the tunnel's is answered, not stalled.
+        guard retry.probe != .holds else { return endRetryPairing(&out) }
         guard passedServerBytes == 0 else { return }
         out.append(.countPairStall)
         out.append(.connection(.redial))
@@ -344,6 +363,7 @@ public struct InspectionMachine: Sendable {
         cancel(.verdict, &out)
         cancel(.clientHello, &out)
         cancel(.pairStall, &out)
+        endRetryPairing(&out)
         holdsClientBytes = false
         if case .weighing = phase { weigh(flightEnded: false, resources, &out) }
         guard case .watching = phase else { return out }   // a probe or a judgement is on its way
@@ -596,6 +616,7 @@ public struct InspectionMachine: Sendable {
     private mutating func finish(_ verdict: Verdict, evidence: Evidence?, rule: Rule, _ out: inout [Action]) {
         guard !isFinished else { return }
         holdsClientBytes = false   // the verdict releases or closes both sides
+        endRetryPairing(lettingTheClientGo: false, &out)
         for deadline in Deadline.allCases { cancel(deadline, &out) }
         if verdict.deciding != nil { facts.probeJA4 = probeJA4 }
         let outcome = InspectionOutcome(action: verdict.deciding?.action, reason: verdict.deciding?.reason, evidence: evidence?.source)

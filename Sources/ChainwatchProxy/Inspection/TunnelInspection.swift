@@ -100,13 +100,14 @@ final class TunnelInspection {
             // The connection's machine acts on `.reconnect` at once (a connect now); the prober starts its handshake
             // on the loop's next turn. So the probe first: the reconnect waits its turn behind the probe's start.
             if probeFirst { inspector.pairsProbeFirst.add(1, ordering: .relaxed) } else { inspector.pairsTunnelFirst.add(1, ordering: .relaxed) }
+            let gate = retryGate()
             if probeFirst {
-                probe(offer, fresh: false)
+                probe(offer, fresh: false, retryGate: gate)
                 let reconnect = OnThisLoop { [weak self] in self?.tellConnection(.reconnect) }
                 loop.execute { reconnect.run() }
             } else {
                 tellConnection(.reconnect)
-                probe(offer, fresh: false)
+                probe(offer, fresh: false, retryGate: gate)
             }
         case .probeBeside(let offer, let probeFirst):
             // The client's bytes are held; they flow now (their hello leaves in this turn) or on the loop's next turn,
@@ -118,8 +119,9 @@ final class TunnelInspection {
                 inspector.sparesHanded.add(1, ordering: .relaxed)
                 if probeFirst { inspector.besideProbeFirst.add(1, ordering: .relaxed) } else { inspector.besideTunnelFirst.add(1, ordering: .relaxed) }
             }
+            let gate = retryGate()
             if probeFirst {
-                let checking = probe(offer, fresh: false, spare: spare)
+                let checking = probe(offer, fresh: false, spare: spare, retryGate: gate)
                 if checking, spare != nil {
                     // A spot check's hello must lead the client's by more than the jitter of whoever reads the two
                     // (an interceptor's threads): the client's follows `SpotChecker.leadMilliseconds` later.
@@ -132,7 +134,15 @@ final class TunnelInspection {
                 }
             } else {
                 tellConnection(.flowing(.client))
-                probe(offer, fresh: false, spare: spare)
+                probe(offer, fresh: false, spare: spare, retryGate: gate)
+            }
+        case .sendProbeRetry(let afterClient):
+            guard let gate = resources.retryGate else { break }
+            if afterClient {
+                let release = OnThisLoop { gate.release() }
+                loop.execute { release.run() }
+            } else {
+                gate.release()
             }
         case .judge(let chain, let rule, let facts):
             let (ders, stapled, digest): ([[UInt8]], [UInt8]?, [UInt8]?) = switch chain {
@@ -177,9 +187,21 @@ final class TunnelInspection {
         }
     }
 
+    /// The gate for the second hello of this tunnel's pair's probe (`ProbeRetryGate`): the probe tells the machine
+    /// when it holds one.
+    private func retryGate() -> ProbeRetryGate {
+        let gate = ProbeRetryGate()
+        gate.onHold = { [weak self] in
+            guard let self else { return }
+            run(machine.probeRetried(resources))
+        }
+        resources.retryGate = gate
+        return gate
+    }
+
     /// Returns whether this probe is the spot check the tunnel carries.
     @discardableResult
-    private func probe(_ offer: ClientOffer, fresh: Bool, spare: SpareConnection? = nil) -> Bool {
+    private func probe(_ offer: ClientOffer, fresh: Bool, spare: SpareConnection? = nil, retryGate: ProbeRetryGate? = nil) -> Bool {
         let key = ProbeKey(address: upstreamAddress, offer: offer)
         // The spot check this tunnel carries is its first probe, made afresh: the cached result stays for the other
         // tunnels, and the check's chain is compared with it. An offer with nothing cached is a first contact (its
@@ -196,7 +218,7 @@ final class TunnelInspection {
         }
         // `fresh` (a re-probe after the tunnel's flight disagreed with the cached result) handshakes whatever the cache
         // holds, as a check does; a chain replaces the cached one.
-        inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: fresh || previous != nil) { [self] result, cached in   // keeps the inspection alive until it answers
+        inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: fresh || previous != nil, retryGate: retryGate) { [self] result, cached in   // keeps the inspection alive until it answers
             var result = result
             if let previous {
                 let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
@@ -241,6 +263,9 @@ final class TunnelInspection {
         /// The tunnel carries a spot check: its probe is made afresh and goes first.
         private let carriesCheck: Bool
         private let spareIsOpen: () -> Bool
+        /// The gate of the pair's probe, once there is a pair.
+        var retryGate: ProbeRetryGate?
+        var pairProbeHoldsItsRetry: Bool { retryGate?.attached == true }
 
         init(prober: Prober, address: SocketAddress, room: LargeHandshakeRoom, carriesCheck: Bool, spareIsOpen: @escaping () -> Bool) {
             self.prober = prober

@@ -30,6 +30,11 @@ final class ProbeHandshake: ConnectionDelegate {
     private var loop: EventLoop?
     /// The connection opened beside the tunnel's at its CONNECT (`SpareConnection`), for the first handshake.
     private var spare: SpareConnection?
+    /// A first contact's pair: the second hello after a HelloRetryRequest waits here for the tunnel's inspection.
+    private var retryGate: ProbeRetryGate?
+    /// Whether the gate was offered this handshake's second hello (once: a handshake read again with a larger
+    /// Certificate limit sends its second hello at once).
+    private var offeredRetry = false
 
     init(key: ProbeKey, timeoutMilliseconds: Int, largeHandshakes: LargeHandshakeRoom? = nil,
          report: @escaping (ProbeResult) -> Void) {
@@ -54,9 +59,10 @@ final class ProbeHandshake: ConnectionDelegate {
     /// when a step fails at once). The deadline covers a second handshake for a large Certificate message.
     /// With `spare`, the first handshake uses that connection (already connecting, or connected: the hello is sent at
     /// once) instead of connecting; one that failed meanwhile is replaced by a connection of its own.
-    func start(on loop: EventLoop, spare: SpareConnection? = nil) {
+    func start(on loop: EventLoop, spare: SpareConnection? = nil, retryGate: ProbeRetryGate? = nil) {
         self.loop = loop
         self.spare = spare
+        self.retryGate = retryGate
         let timer = Timer(loop: loop) { [unowned self] in
             finish(.failure("timed out after \(timeoutMilliseconds) ms"))
         }
@@ -138,13 +144,26 @@ final class ProbeHandshake: ConnectionDelegate {
         guard case .own(var own) = client else { return }
         client = nil   // not two copies of the client's buffers while it runs
         var outcome: Result<ProbeClientResult?, ProbeClientError> = .success(nil)
+        var startedHolding = false
         connection.input.forEachChunk(from: 0) { chunk in
             guard case .success(nil) = outcome else { return }
             do throws(ProbeClientError) {
                 switch try own.receive(chunk) {
                 case .needsMoreBytes(let send):
-                    if !send.isEmpty { connection.write(send) }
+                    if !send.isEmpty {
+                        // The second hello after a HelloRetryRequest waits for the tunnel's (`ProbeRetryGate`).
+                        if own.hasRetried, !offeredRetry, let retryGate {
+                            offeredRetry = true
+                            startedHolding = retryGate.hold(send) { [weak self] bytes in self?.connection?.write(bytes) }
+                            if !startedHolding { connection.write(send) }
+                        } else if let retryGate, retryGate.holds {
+                            _ = retryGate.hold(send) { [weak self] bytes in self?.connection?.write(bytes) }
+                        } else {
+                            connection.write(send)
+                        }
+                    }
                 case .done(let result, let send):
+                    retryGate?.release()   // cannot hold here (the server answered what it held); in order all the same
                     if !send.isEmpty { connection.write(send) }
                     outcome = .success(result)
                 }
@@ -154,6 +173,10 @@ final class ProbeHandshake: ConnectionDelegate {
         }
         connection.input.drain(connection.input.count)
         client = .own(own)
+        if startedHolding, let notify = retryGate?.onHold {
+            retryGate?.onHold = nil
+            notify()   // may let it go at once
+        }
         switch outcome {
         case .success(nil): return
         case .success(let result?): finish(.success(TLSClientResult(result)))
@@ -225,6 +248,7 @@ final class ProbeHandshake: ConnectionDelegate {
     private func finish(_ result: ProbeResult) {
         guard let report else { return }
         self.report = nil
+        retryGate = nil
         timer?.cancel()
         spare?.close()   // a handshake that failed before it took its spare (a hello it could not mirror)
         spare = nil

@@ -94,6 +94,13 @@ public final class Prober: Sendable {
     ///   not expired: a check that gets no chain must not answer other tunnels `probe_failed`).
     public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil, fresh: Bool = false,
                       answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
+        probe(key, client: client, on: loop, spare: spare, fresh: fresh, retryGate: nil, answered: completion)
+    }
+
+    /// `probe`, for a first contact's pair (`ProbeRetryGate`): the gate is attached, and given to the handshake, only
+    /// when this call starts it (at once, not from the line).
+    func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil, fresh: Bool = false,
+               retryGate: ProbeRetryGate?, answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
         let waiter = Waiter(loop: loop, completion: completion)
         let time = now()
         let step = table.withLock { [maxPerClient] table -> Step in
@@ -136,7 +143,8 @@ public final class Prober: Sendable {
             queued.add(1, ordering: .relaxed)
         case .start:
             started.add(1, ordering: .relaxed)
-            loop.execute { [self] in startHandshake(key, on: loop, spare: spare) }
+            retryGate?.attach()
+            loop.execute { [self] in startHandshake(key, on: loop, spare: spare, retryGate: retryGate) }
             return
         }
         spare?.close()
@@ -260,7 +268,7 @@ public final class Prober: Sendable {
 
     // MARK: - On the starting loop
 
-    private func startHandshake(_ key: ProbeKey, on loop: EventLoop, spare: SpareConnection? = nil) {
+    private func startHandshake(_ key: ProbeKey, on loop: EventLoop, spare: SpareConnection? = nil, retryGate: ProbeRetryGate? = nil) {
         let begun = now()
         // A client that cannot be made (allocation failure) fails this probe with the reason, not the process.
         let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds, largeHandshakes: largeHandshakes) {
@@ -269,7 +277,7 @@ public final class Prober: Sendable {
             latencies.withLock { $0.observe(seconds) }
             finish(key, result, on: loop)
         }
-        handshake.start(on: loop, spare: spare)   // kept alive by its connection until it reports
+        handshake.start(on: loop, spare: spare, retryGate: retryGate)   // kept alive by its connection until it reports
     }
 
     /// Caches the result, answers every waiter (directly on this loop, through `execute` on the others), and gives

@@ -38,6 +38,10 @@ final class TestResources: InspectionResources {
         return others
     }
 
+    /// Whether the pair's probe is the tunnel's own handshake, which holds a second hello for it.
+    var pairProbeHolds = false
+    var pairProbeHoldsItsRetry: Bool { pairProbeHolds }
+
     /// The coins a test draws for first contacts, in order (then heads: the probe first).
     var coins: [Bool] = []
     func probeGoesFirst() -> Bool { coins.isEmpty ? true : coins.removeFirst() }

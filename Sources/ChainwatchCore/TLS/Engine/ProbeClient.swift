@@ -78,6 +78,10 @@ public struct ProbeClient {
     /// The probe's first flight: its ClientHello in records.
     public func start() -> [UInt8] { Self.records(type: 22, version: recordVersion, hello.message) }
 
+    /// Whether the server asked for a second hello (a HelloRetryRequest): the `send` of the step that read it is the
+    /// second hello (after a ChangeCipherSpec in compatibility mode).
+    public var hasRetried: Bool { retried }
+
     /// Feeds the server's bytes, in order, in any chunks.
     public mutating func receive(_ bytes: some Collection<UInt8>) throws(ProbeClientError) -> Step {
         input.append(contentsOf: bytes)
