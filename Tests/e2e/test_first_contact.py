@@ -145,8 +145,8 @@ def one_connection_first_contacts(start_proxy, tmp_path, pki, closing, action):
 
 def test_a_one_connection_server_is_served_at_every_first_contact(start_proxy, tmp_path, pki, closing):
     """`openssl s_server` serves one connection at a time. Ten first contacts under block: every page comes, no line,
-    none waits for the probe timeout (the pair stall fallback costs half a second at most, when the server took the
-    tunnel's connection first)."""
+    none waits for the probe timeout (the pair stall costs half a second whichever connection the server took first:
+    the tunnel's gives its connection up, the probe keeps its closing flight and then gives its up)."""
     took, counted = one_connection_first_contacts(start_proxy, tmp_path, pki, closing, "block")
     stalls = []
     for n, samples in enumerate(counted):

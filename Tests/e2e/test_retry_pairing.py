@@ -19,7 +19,7 @@ import threading
 import time
 
 from helpers import free_port, read_alert_lines
-from interceptor import read_client_hello
+from interceptor import pump, read_client_hello
 from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
 
 ROUNDS = 20   # a coin that lands one way in all 20 rounds: 1 in 524 288
@@ -117,27 +117,13 @@ class ForgeTheLaterSecondHello:
             chosen = ends.pop(record["backend"])
             for other in ends.values():
                 other.close()
-            chosen.settimeout(15)
-            client.settimeout(15)
             chosen.sendall(pending)
-            threading.Thread(target=self._pump, args=(chosen, client), daemon=True).start()
-            self._pump(client, chosen)
+            threading.Thread(target=pump, args=(chosen, client, 15), daemon=True).start()
+            pump(client, chosen, 15)
         except Exception as error:   # recorded for the assertion messages
             record["error"] = repr(error)[:80]
         finally:
             client.close()
-
-    @staticmethod
-    def _pump(source, sink):
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        try:
-            sink.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
 
     def close(self):
         self.listener.close()

@@ -35,7 +35,8 @@ public struct HandshakeWatch: Sendable {
     public private(set) var serverHello: ServerHello?
     /// How many of the server's first bytes may reach the client before the verdict: a HelloRetryRequest's.
     public private(set) var passableServerBytes = 0
-    /// Whether the server's first message was a TLS 1.3 HelloRetryRequest (its client sends a second hello).
+    /// Whether the server's first message was a TLS 1.3 HelloRetryRequest that may pass (alone in its records): its
+    /// client sends a second hello.
     public private(set) var sawHelloRetry = false
     /// Facts the server direction has produced, and how many of them were alerts.
     private var serverFacts = 0

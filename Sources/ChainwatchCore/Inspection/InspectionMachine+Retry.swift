@@ -2,9 +2,10 @@
 /// offer's key-share group): each then sends a second hello, and an interceptor could forge whichever of the two
 /// comes last, as it could have the last first hello. So the second hellos are paired as the first ones were: the
 /// probe holds its own (`probeRetried`), the tunnel's HelloRetryRequest reaches the client, the client's second hello
-/// is held until whole, and the two leave together in an order drawn at random (`.sendProbeRetry`). Nothing waits
-/// longer than `Settings.pairStallMilliseconds` for the other (`Deadline.retryGate`): a server that serves one
-/// connection at a time answers the second connection only once the first is done.
+/// is held until whole, and the two leave together in an order drawn at random (`.sendSecondHellos`). A side waits
+/// for the other's HelloRetryRequest `Settings.otherRetryMilliseconds` at most (a server that serves one connection
+/// at a time answers the second connection only once the first is done), and for the client's second hello
+/// `pairStallMilliseconds` (`Deadline.retryGate`); then what is held goes, the client's bytes first.
 struct RetryPairing: Sendable {
     enum ProbeSide: Sendable, Equatable {
         /// The probe has not said it holds a second hello.
@@ -31,7 +32,7 @@ extension InspectionMachine {
     public mutating func probeRetried(_ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
         switch retry.probe {
-        case .released: return [.sendProbeRetry(afterClient: false)]
+        case .released: return [.sendProbeRetry]
         case .holds: return [.impossible("probe retried twice")]
         case .unknown: break
         }
@@ -46,9 +47,13 @@ extension InspectionMachine {
         }
         // The server answers the probe: the tunnel's connection cannot be stalled behind it.
         cancel(.pairStall, &out)
+        let scanning = retry.scan != nil
         passHelloRetry(resources, &out)   // under a hold, the tunnel's HelloRetryRequest passes now
-        // The tunnel's retry is still to come: it gets as long as the pair's stall.
-        if retry.scan == nil { arm(.retryGate, settings.pairStallMilliseconds, &out) }
+        if retry.scan == nil {
+            arm(.retryGate, settings.otherRetryMilliseconds, &out)   // the tunnel's retry is still to come
+        } else if scanning {
+            arm(.retryGate, settings.pairStallMilliseconds, &out)    // its client's second hello, held for this probe
+        }
         return out
     }
 
@@ -64,12 +69,12 @@ extension InspectionMachine {
         }
         retry.scan = SecondHelloScan()
         out.append(.connection(.hold(.client, passingUpTo: retry.clientStreamBytes)))
-        arm(.retryGate, settings.pairStallMilliseconds, &out)   // the client's time for its second hello
+        // The client's time for its second hello; while the probe has not retried, the time for its retry.
+        arm(.retryGate, retry.probe == .holds ? settings.pairStallMilliseconds : settings.otherRetryMilliseconds, &out)
     }
 
-    /// The client's bytes after the tunnel's HelloRetryRequest, from stream offset `offset`.
-    mutating func scanSecondHello(_ bytes: some Collection<UInt8>, from offset: Int, _ resources: any InspectionResources,
-                                  _ out: inout [Action]) {
+    /// The client's bytes after the tunnel's HelloRetryRequest.
+    mutating func scanSecondHello(_ bytes: some Collection<UInt8>, _ resources: any InspectionResources, _ out: inout [Action]) {
         guard var scan = retry.scan else { return }
         let progress = scan.feed(bytes)
         retry.scan = scan
@@ -85,22 +90,14 @@ extension InspectionMachine {
         }
     }
 
-    /// Both second hellos are ready: they leave in the order a fair coin draws. The client's held bytes go when the
-    /// connection is told `.flowing` (at once, or after the bytes being fed now); the probe's after them, on the
-    /// loop's next turn, when it goes second.
+    /// Both second hellos are ready: they leave in the order a fair coin draws, a loop turn apart either way.
     mutating func orderSecondHellos(_ resources: any InspectionResources, _ out: inout [Action]) {
         let probeFirst = resources.probeGoesFirst()
         retry.probe = .released
         retry.scan = nil
         retry.clientWhole = false
         cancel(.retryGate, &out)
-        if probeFirst {
-            out.append(.sendProbeRetry(afterClient: false))
-            out.append(.connection(.flowing(.client)))
-        } else {
-            out.append(.connection(.flowing(.client)))
-            out.append(.sendProbeRetry(afterClient: true))
-        }
+        out.append(.sendSecondHellos(probeFirst: probeFirst))
     }
 
     /// The pairing of second hellos is over (or never began): a client's bytes held for it flow, a probe's second
@@ -114,6 +111,17 @@ extension InspectionMachine {
         retry.clientWhole = false
         cancel(.retryGate, &out)
         if clientHeld, lettingTheClientGo { out.append(.connection(.flowing(.client))) }
-        if probeHolds { out.append(.sendProbeRetry(afterClient: false)) }
+        if probeHolds { out.append(.sendProbeRetry) }
+    }
+
+    /// Lets the pair's probe send its closing flight (its Finished, a close_notify) and close, once the tunnel's
+    /// server has answered, or the tunnel ended, was decided or gave its connection up. Until then a probe whose
+    /// server answered it alone is as silent as a tunnel held for the verdict: an interceptor that answers one
+    /// connection of the pair and holds the other cannot tell by what the answered one sends which of them it was
+    /// (`ProbeHandshake`: it gives its connection up after the pair stall, as the tunnel does). Once.
+    mutating func releaseProbeClose(_ out: inout [Action]) {
+        guard pairProbeHoldsItsClose else { return }
+        pairProbeHoldsItsClose = false
+        out.append(.releaseProbeClose)
     }
 }

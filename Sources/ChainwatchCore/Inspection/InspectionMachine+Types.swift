@@ -114,6 +114,10 @@ extension InspectionMachine {
         /// tunnel gives the server up to it (`pairStall`): a server that serves one connection at a time answers the
         /// other only once the first is closed. A tenth of the probe timeout, 200 ms to 1 s (500 ms by default).
         public var pairStallMilliseconds: Int { max(200, min(1000, probeTimeoutMilliseconds / 10)) }
+
+        /// At first contact, how long one connection of the pair waits for the other's HelloRetryRequest: the server
+        /// sends both at about the same moment, whatever its distance, unless it serves one connection at a time.
+        public var otherRetryMilliseconds: Int { min(100, pairStallMilliseconds) }
     }
 
     /// Where the inspection stands; each phase carries what means something in it.
@@ -219,8 +223,8 @@ extension InspectionMachine {
         /// At first contact, from the tunnel's server's first byte: how long the paired probe may go unanswered
         /// (`Settings.pairStallMilliseconds`).
         case pairStall
-        /// At first contact, from the pair's probe holding its second hello (or the tunnel's HelloRetryRequest
-        /// reaching the client): how long the other second hello may take (`Settings.pairStallMilliseconds`).
+        /// At first contact, a pair's second hellos: how long one side waits for the other's HelloRetryRequest
+        /// (`Settings.otherRetryMilliseconds`), and then for the client's second hello (`pairStallMilliseconds`).
         case retryGate
 
         public var description: String {
@@ -273,9 +277,13 @@ extension InspectionMachine {
         /// uses the spare connection opened beside the tunnel's at its CONNECT, where there is one. Answered by
         /// `probeAnswered`.
         indirect case probeBeside(ClientOffer, probeFirst: Bool)
-        /// Let the pair's probe send the second hello it holds (`probeRetried`): now, or, `afterClient`, on the loop's
-        /// next turn, once the client's bytes let flow just before have left.
-        case sendProbeRetry(afterClient: Bool)
+        /// Let the pair's probe send the second hello it holds (`probeRetried`), now.
+        case sendProbeRetry
+        /// Both second hellos are ready: the first now (the probe's, or the client's held bytes, which flow from then
+        /// on), the other on the loop's next turn, so that the gap between them is the same whichever goes first.
+        case sendSecondHellos(probeFirst: Bool)
+        /// Let the pair's probe send its closing flight and close (`releaseProbeClose`).
+        case releaseProbeClose
         /// Judge `chain` under `rule` for a tunnel with `facts`. Answered by `chainJudged`.
         indirect case judge(Chain, rule: Rule, facts: ConnectionFacts)
         /// Start `Deadline`'s timer (answered by `deadlineFired`), or stop it.
@@ -312,7 +320,9 @@ extension InspectionMachine {
             case .probe(_, let fresh): fresh ? "probe(fresh)" : "probe"
             case .pair(_, let probeFirst): probeFirst ? "pair(probe first)" : "pair(tunnel first)"
             case .probeBeside(_, let probeFirst): probeFirst ? "probeBeside(probe first)" : "probeBeside(tunnel first)"
-            case .sendProbeRetry(let afterClient): afterClient ? "sendProbeRetry(after client)" : "sendProbeRetry"
+            case .sendProbeRetry: "sendProbeRetry"
+            case .sendSecondHellos(let probeFirst): probeFirst ? "sendSecondHellos(probe first)" : "sendSecondHellos(client first)"
+            case .releaseProbeClose: "releaseProbeClose"
             case .judge(let chain, _, _): "judge(\(chain.source.rawValue))"
             case .arm(let deadline, let ms): "arm(\(deadline), \(ms))"
             case .cancel(let deadline): "cancel(\(deadline))"

@@ -38,7 +38,7 @@ public struct InspectionMachine: Sendable {
     public internal(set) var holdsClientBytes = false
 
     private let policy: Policy
-    let settings: Settings
+    public let settings: Settings
     private var ruleCache: (host: String, rule: Rule)
     /// Deadlines armed and not yet fired or cancelled.
     var armed = DeadlineSet()
@@ -50,6 +50,9 @@ public struct InspectionMachine: Sendable {
     /// A first contact whose server asks both connections to retry: the probe holds its second hello until the
     /// client's is whole, and the two leave in an order drawn at random (`probeRetried`).
     var retry = RetryPairing()
+    /// The pair's probe, under a rule that holds, keeps its closing flight (and its connection) until the tunnel's
+    /// server has answered too (`.releaseProbeClose`), as silent as the tunnel's held connection.
+    var pairProbeHoldsItsClose = false
     /// The most server bytes the connection was told it may hold (`.holdUpTo`), so it is told once per raise.
     private var holdRaisedTo = 0
     /// The room this tunnel holds (0: none), and the part of it a kept probe chain takes.
@@ -120,7 +123,6 @@ public struct InspectionMachine: Sendable {
     /// Client → server bytes, in order, any chunking.
     public mutating func clientBytes(_ bytes: some Collection<UInt8>, _ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
-        let streamOffset = retry.clientStreamBytes
         retry.clientStreamBytes += bytes.count
         switch phase {
         case .finished, .judging: return out   // decided, or a chain is judged: the rest adds nothing
@@ -141,7 +143,7 @@ public struct InspectionMachine: Sendable {
         if case .watching = phase { handle(need, resources, &out) }
         // A probe beside the tunnel: the executor lets the client's bytes flow, before or after the probe's start.
         if stopsHoldingClient, !isFinished, !(probingBeside && !hadHello) { out.append(.connection(.flowing(.client))) }
-        if retry.scan != nil { scanSecondHello(bytes, from: streamOffset, resources, &out) }
+        if retry.scan != nil { scanSecondHello(bytes, resources, &out) }
         return out
     }
 
@@ -154,6 +156,7 @@ public struct InspectionMachine: Sendable {
         }
         if !sawServerBytes, holds, !verdictDeadlineStarted { startVerdictDeadline(&out) }
         let firstServerBytes = !sawServerBytes
+        if firstServerBytes { releaseProbeClose(&out) }
         sawServerBytes = true
         let need = watch.server(bytes)
         if let hello = watch.serverHello, facts.protocolVersion == nil {
@@ -198,9 +201,10 @@ public struct InspectionMachine: Sendable {
     /// while a pair's probe is unanswered, unless the probe holds a retry of its own (`probeRetried`): the tunnel may
     /// still have to give its connection up to the probe, which it can only while nothing of its server's has
     /// reached the client.
+    /// Under a rule that holds nothing there is nothing to pass (a hold told now would hold what follows it).
     mutating func passHelloRetry(_ resources: any InspectionResources, _ out: inout [Action]) {
         if isPairing, retry.probe != .holds { return holdSecondHelloIfPaired(resources, &out) }
-        if !isFinished, watch.passableServerBytes > passedServerBytes {
+        if holds, !isFinished, watch.passableServerBytes > passedServerBytes {
             passedServerBytes = watch.passableServerBytes
             out.append(.connection(.hold(.upstream, passingUpTo: passedServerBytes)))
         }
@@ -340,10 +344,9 @@ public struct InspectionMachine: Sendable {
     private mutating func pairStalled(_ out: inout [Action]) {
         guard case .pairing(let offer) = phase, !tunnelEnded else { return }
         guard holds else { return out.append(.countPairStall) }
-        // A probe that holds its second hello for the tunnel's is answered, not stalled.
-        guard retry.probe != .holds else { return endRetryPairing(&out) }
         guard passedServerBytes == 0 else { return }
         out.append(.countPairStall)
+        releaseProbeClose(&out)   // the tunnel gives its connection up: nothing left to look like
         out.append(.connection(.redial))
         watch.restartServer()
         sawServerBytes = false
@@ -364,6 +367,7 @@ public struct InspectionMachine: Sendable {
         cancel(.clientHello, &out)
         cancel(.pairStall, &out)
         endRetryPairing(&out)
+        releaseProbeClose(&out)
         holdsClientBytes = false
         if case .weighing = phase { weigh(flightEnded: false, resources, &out) }
         guard case .watching = phase else { return out }   // a probe or a judgement is on its way
@@ -408,6 +412,7 @@ public struct InspectionMachine: Sendable {
             if holds { out.append(.connection(.keepReplayCopy)) }
             out.append(.connection(.hold(.client, passingUpTo: 0)))
             out.append(.probeBeside(offer, probeFirst: resources.probeGoesFirst()))
+            pairProbeHoldsItsClose = holds
             return
         }
         out.append(.connection(.redial))
@@ -417,6 +422,7 @@ public struct InspectionMachine: Sendable {
         } else {
             phase = .pairing(offer)
             out.append(.pair(offer, probeFirst: resources.probeGoesFirst()))
+            pairProbeHoldsItsClose = true
         }
     }
 
@@ -617,6 +623,7 @@ public struct InspectionMachine: Sendable {
         guard !isFinished else { return }
         holdsClientBytes = false   // the verdict releases or closes both sides
         endRetryPairing(lettingTheClientGo: false, &out)
+        releaseProbeClose(&out)
         for deadline in Deadline.allCases { cancel(deadline, &out) }
         if verdict.deciding != nil { facts.probeJA4 = probeJA4 }
         let outcome = InspectionOutcome(action: verdict.deciding?.action, reason: verdict.deciding?.reason, evidence: evidence?.source)

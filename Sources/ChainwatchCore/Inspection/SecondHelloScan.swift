@@ -1,6 +1,7 @@
 /// Reads a client's bytes after a HelloRetryRequest reached it, until its second ClientHello is whole: the
 /// compatibility-mode ChangeCipherSpec records a TLS 1.3 client may send first are skipped, the hello's handshake
-/// records are walked to the end of its message. Keeps counts only, no bytes. Pure; any chunking.
+/// records are walked to the end of its message. Keeps counts and the few bytes of a record's and the message's
+/// headers, nothing more. Pure; any chunking.
 public struct SecondHelloScan: Sendable, Equatable {
     public enum Progress: Sendable, Equatable {
         /// More of the hello is to come.

@@ -100,7 +100,7 @@ final class TunnelInspection {
             // The connection's machine acts on `.reconnect` at once (a connect now); the prober starts its handshake
             // on the loop's next turn. So the probe first: the reconnect waits its turn behind the probe's start.
             if probeFirst { inspector.pairsProbeFirst.add(1, ordering: .relaxed) } else { inspector.pairsTunnelFirst.add(1, ordering: .relaxed) }
-            let gate = retryGate()
+            let gate = makePairGate()
             if probeFirst {
                 probe(offer, fresh: false, retryGate: gate)
                 let reconnect = OnThisLoop { [weak self] in self?.tellConnection(.reconnect) }
@@ -119,7 +119,7 @@ final class TunnelInspection {
                 inspector.sparesHanded.add(1, ordering: .relaxed)
                 if probeFirst { inspector.besideProbeFirst.add(1, ordering: .relaxed) } else { inspector.besideTunnelFirst.add(1, ordering: .relaxed) }
             }
-            let gate = retryGate()
+            let gate = makePairGate()
             if probeFirst {
                 let checking = probe(offer, fresh: false, spare: spare, retryGate: gate)
                 if checking, spare != nil {
@@ -136,13 +136,23 @@ final class TunnelInspection {
                 tellConnection(.flowing(.client))
                 probe(offer, fresh: false, spare: spare, retryGate: gate)
             }
-        case .sendProbeRetry(let afterClient):
-            guard let gate = resources.retryGate else { break }
-            if afterClient {
-                let release = OnThisLoop { gate.release() }
-                loop.execute { release.run() }
+        case .releaseProbeClose:
+            resources.retryGate?.releaseClose()
+        case .sendProbeRetry:
+            resources.retryGate?.release()
+        case .sendSecondHellos(let probeFirst):
+            // The first now, the other a loop turn later, whichever goes first: the gap an interceptor sees between
+            // them does not tell the order. (The client's bytes flow when the connection is told: at once, or after
+            // the bytes being fed now.)
+            let gate = resources.retryGate
+            if probeFirst {
+                gate?.release()
+                let flow = OnThisLoop { [weak self] in self?.tellConnection(.flowing(.client)) }
+                loop.execute { flow.run() }
             } else {
-                gate.release()
+                tellConnection(.flowing(.client))
+                let release = OnThisLoop { gate?.release() }
+                loop.execute { release.run() }
             }
         case .judge(let chain, let rule, let facts):
             let (ders, stapled, digest): ([[UInt8]], [UInt8]?, [UInt8]?) = switch chain {
@@ -187,10 +197,10 @@ final class TunnelInspection {
         }
     }
 
-    /// The gate for the second hello of this tunnel's pair's probe (`ProbeRetryGate`): the probe tells the machine
+    /// The gate for the second hello of this tunnel's pair's probe (`PairProbeGate`): the probe tells the machine
     /// when it holds one.
-    private func retryGate() -> ProbeRetryGate {
-        let gate = ProbeRetryGate()
+    private func makePairGate() -> PairProbeGate {
+        let gate = PairProbeGate(holdsClose: machine.holds, stallMilliseconds: machine.settings.pairStallMilliseconds)
         gate.onHold = { [weak self] in
             guard let self else { return }
             run(machine.probeRetried(resources))
@@ -201,7 +211,7 @@ final class TunnelInspection {
 
     /// Returns whether this probe is the spot check the tunnel carries.
     @discardableResult
-    private func probe(_ offer: ClientOffer, fresh: Bool, spare: SpareConnection? = nil, retryGate: ProbeRetryGate? = nil) -> Bool {
+    private func probe(_ offer: ClientOffer, fresh: Bool, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil) -> Bool {
         let key = ProbeKey(address: upstreamAddress, offer: offer)
         // The spot check this tunnel carries is its first probe, made afresh: the cached result stays for the other
         // tunnels, and the check's chain is compared with it. An offer with nothing cached is a first contact (its
@@ -264,7 +274,7 @@ final class TunnelInspection {
         private let carriesCheck: Bool
         private let spareIsOpen: () -> Bool
         /// The gate of the pair's probe, once there is a pair.
-        var retryGate: ProbeRetryGate?
+        var retryGate: PairProbeGate?
         var pairProbeHoldsItsRetry: Bool { retryGate?.attached == true }
 
         init(prober: Prober, address: SocketAddress, room: LargeHandshakeRoom, carriesCheck: Bool, spareIsOpen: @escaping () -> Bool) {

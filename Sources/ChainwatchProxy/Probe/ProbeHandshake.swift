@@ -8,7 +8,9 @@ import Glibc
 /// driven over a non-blocking `Connection`; for an offer made from no hello (`pin`, `selftest`), OpenSSL's
 /// `TLSClient`. Owns both and its timeout. Kept alive from `start` until it reports (the connection's delegate reference, then the timer's
 /// closure through the connection), whatever happens to whoever asked. Reports exactly once; sends no
-/// application data. Loop thread only.
+/// application data. A first contact's probe under a rule that holds (`PairProbeGate`) keeps its connection after
+/// the report, its closing flight unsent, until the tunnel's server has answered, for the pair stall at most (that
+/// connection is no longer counted in the prober's handshakes in flight). Loop thread only.
 final class ProbeHandshake: ConnectionDelegate {
     private let key: ProbeKey
     private let timeoutMilliseconds: Int
@@ -31,10 +33,15 @@ final class ProbeHandshake: ConnectionDelegate {
     /// The connection opened beside the tunnel's at its CONNECT (`SpareConnection`), for the first handshake.
     private var spare: SpareConnection?
     /// A first contact's pair: the second hello after a HelloRetryRequest waits here for the tunnel's inspection.
-    private var retryGate: ProbeRetryGate?
+    private var retryGate: PairProbeGate?
     /// Whether the gate was offered this handshake's second hello (once: a handshake read again with a larger
     /// Certificate limit sends its second hello at once).
     private var offeredRetry = false
+    /// When the server's first byte came (the loop's clock): a probe that keeps its closing flight for the tunnel
+    /// gives its connection up `PairProbeGate.stallMilliseconds` after it.
+    private var firstServerByte: Int64?
+    /// Reported, the connection kept for the closing flight (`reportKeepingTheConnection`).
+    private var keptAfterReport = false
 
     init(key: ProbeKey, timeoutMilliseconds: Int, largeHandshakes: LargeHandshakeRoom? = nil,
          report: @escaping (ProbeResult) -> Void) {
@@ -59,7 +66,7 @@ final class ProbeHandshake: ConnectionDelegate {
     /// when a step fails at once). The deadline covers a second handshake for a large Certificate message.
     /// With `spare`, the first handshake uses that connection (already connecting, or connected: the hello is sent at
     /// once) instead of connecting; one that failed meanwhile is replaced by a connection of its own.
-    func start(on loop: EventLoop, spare: SpareConnection? = nil, retryGate: ProbeRetryGate? = nil) {
+    func start(on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil) {
         self.loop = loop
         self.spare = spare
         self.retryGate = retryGate
@@ -74,6 +81,7 @@ final class ProbeHandshake: ConnectionDelegate {
     private func handshake(maxCertificateList: Int) {
         guard let loop else { return }
         certificateList = maxCertificateList
+        firstServerByte = nil
         if let template = key.offer.template {
             do throws(ProbeClientError) {
                 client = .own(try ProbeClient(clientHello: template.message, recordVersion: template.recordVersion,
@@ -123,7 +131,11 @@ final class ProbeHandshake: ConnectionDelegate {
     }
 
     func connectionDidRead(_ connection: Connection) {
-        guard let client else { return }
+        if firstServerByte == nil { firstServerByte = loop?.cachedMilliseconds }
+        guard let client else {   // reported, its closing flight kept for the tunnel: nothing more is read
+            connection.input.drain(connection.input.count)
+            return
+        }
         guard case .openSSL(let client) = client else { return readOwn(connection) }
         var failure: OpenSSLError?
         connection.input.forEachChunk(from: 0) { chunk in
@@ -145,13 +157,14 @@ final class ProbeHandshake: ConnectionDelegate {
         client = nil   // not two copies of the client's buffers while it runs
         var outcome: Result<ProbeClientResult?, ProbeClientError> = .success(nil)
         var startedHolding = false
+        var closing: [UInt8] = []
         connection.input.forEachChunk(from: 0) { chunk in
             guard case .success(nil) = outcome else { return }
             do throws(ProbeClientError) {
                 switch try own.receive(chunk) {
                 case .needsMoreBytes(let send):
                     if !send.isEmpty {
-                        // The second hello after a HelloRetryRequest waits for the tunnel's (`ProbeRetryGate`).
+                        // The second hello after a HelloRetryRequest waits for the tunnel's (`PairProbeGate`).
                         if own.hasRetried, !offeredRetry, let retryGate {
                             offeredRetry = true
                             startedHolding = retryGate.hold(send) { [weak self] bytes in self?.connection?.write(bytes) }
@@ -164,7 +177,7 @@ final class ProbeHandshake: ConnectionDelegate {
                     }
                 case .done(let result, let send):
                     retryGate?.release()   // cannot hold here (the server answered what it held); in order all the same
-                    if !send.isEmpty { connection.write(send) }
+                    closing = send
                     outcome = .success(result)
                 }
             } catch {
@@ -179,7 +192,10 @@ final class ProbeHandshake: ConnectionDelegate {
         }
         switch outcome {
         case .success(nil): return
-        case .success(let result?): finish(.success(TLSClientResult(result)))
+        case .success(let result?):
+            if let retryGate, retryGate.keepsClose { return reportKeepingTheConnection(.success(TLSClientResult(result)), closing: closing) }
+            if !closing.isEmpty { connection.write(closing) }
+            finish(.success(TLSClientResult(result)))
         case .failure(let error):
             guard error.isExcessiveMessageSize else { return finish(.failure("handshake failed: \(error)")) }
             retryLarger()
@@ -229,6 +245,48 @@ final class ProbeHandshake: ConnectionDelegate {
         handshake(maxCertificateList: next)
     }
 
+    /// A first contact's probe under a rule that holds (`PairProbeGate`): the result is reported now, and the closing
+    /// flight and the connection are kept until the tunnel's server has answered (`PairProbeGate.releaseClose`), or
+    /// given up without the flight once `stallMilliseconds` have passed since the server's first byte, as a tunnel
+    /// held for the verdict gives its connection up after the pair stall.
+    private func reportKeepingTheConnection(_ result: ProbeResult, closing: [UInt8]) {
+        guard let report, let loop, let connection, let retryGate else { return finish(result) }
+        self.report = nil
+        keptAfterReport = true
+        timer?.cancel()
+        spare?.close()
+        spare = nil
+        client = nil
+        room?.release()
+        room = nil
+        let elapsed = firstServerByte.map { Int(loop.cachedMilliseconds - $0) } ?? 0
+        let remaining = retryGate.stallMilliseconds - elapsed
+        if remaining <= 0 {
+            connection.close()
+            self.connection = nil
+            self.retryGate = nil
+        } else {
+            retryGate.holdClose { [weak self] in self?.closeKept(sending: closing) }
+            let stall = Timer(loop: loop) { [weak self] in self?.closeKept(sending: nil) }
+            timer = stall
+            stall.schedule(milliseconds: remaining)
+        }
+        report(result)
+    }
+
+    /// Ends a connection kept after the report: with the closing flight (the tunnel's server answered) or without
+    /// it (the stall passed, or the server closed).
+    private func closeKept(sending closing: [UInt8]?) {
+        keptAfterReport = false
+        timer?.cancel()
+        retryGate?.dropClose()
+        retryGate = nil
+        guard let connection else { return }
+        self.connection = nil
+        if let closing, !closing.isEmpty { connection.write(closing) }
+        connection.close()
+    }
+
     /// Socket errors worded for the alert: the connect ones as such, the rest as a failed handshake.
     private static func connectFailure(errno code: Int32) -> String {
         switch code {
@@ -246,7 +304,10 @@ final class ProbeHandshake: ConnectionDelegate {
     /// Reports once: stops the timer, closes the connection (after a completed handshake with a close_notify, not
     /// waited for), then reports. Closing drops the connection's reference to this handshake.
     private func finish(_ result: ProbeResult) {
-        guard let report else { return }
+        guard let report else {   // reported already: a connection kept after the report ends (the server closed)
+            if keptAfterReport { closeKept(sending: nil) }
+            return
+        }
         self.report = nil
         retryGate = nil
         timer?.cancel()

@@ -97,10 +97,10 @@ public final class Prober: Sendable {
         probe(key, client: client, on: loop, spare: spare, fresh: fresh, retryGate: nil, answered: completion)
     }
 
-    /// `probe`, for a first contact's pair (`ProbeRetryGate`): the gate is attached, and given to the handshake, only
+    /// `probe`, for a first contact's pair (`PairProbeGate`): the gate is attached, and given to the handshake, only
     /// when this call starts it (at once, not from the line).
     func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil, fresh: Bool = false,
-               retryGate: ProbeRetryGate?, answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
+               retryGate: PairProbeGate?, answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
         let waiter = Waiter(loop: loop, completion: completion)
         let time = now()
         let step = table.withLock { [maxPerClient] table -> Step in
@@ -268,7 +268,7 @@ public final class Prober: Sendable {
 
     // MARK: - On the starting loop
 
-    private func startHandshake(_ key: ProbeKey, on loop: EventLoop, spare: SpareConnection? = nil, retryGate: ProbeRetryGate? = nil) {
+    private func startHandshake(_ key: ProbeKey, on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil) {
         let begun = now()
         // A client that cannot be made (allocation failure) fails this probe with the reason, not the process.
         let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds, largeHandshakes: largeHandshakes) {

@@ -52,12 +52,11 @@ import Testing
         _ = m.start()
         #expect(T.feed(&m, .client, Array(h.c2s[..<h.firstHello]), r)
                 == ["redial", "pair(probe first)", "cancel(clientHello)", "flowing(client)"])
-        #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+        #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
         #expect(T.strings(m.probeRetried(r))
                 == ["cancel(pairStall)", "hold(upstream, \(h.hrr))", "hold(client, \(h.firstHello))", "arm(retryGate, 500)"])
         var actions = T.feed(&m, .client, Array(h.c2s[h.firstHello..<h.secondHello]), chunk: chunk, r)
-        #expect(actions == ["cancel(retryGate)"] + (probeFirst ? ["sendProbeRetry", "flowing(client)"]
-                                                               : ["flowing(client)", "sendProbeRetry(after client)"]))
+        #expect(actions == ["cancel(retryGate)", probeFirst ? "sendSecondHellos(probe first)" : "sendSecondHellos(client first)"])
         // The server's answer to the tunnel's second hello is held for the probe, as any pair's flight is.
         actions = T.feed(&m, .upstream, Array(h.s2c[h.hrr...]), r)
         #expect(!actions.contains { $0.hasPrefix("hold(upstream") || $0 == "release" || $0.hasPrefix("sendProbeRetry") }, "\(actions)")
@@ -70,11 +69,12 @@ import Testing
         let h = try Self.handshake()
         let r = TestResources()
         var m = Self.paired(h, r)
-        #expect(T.strings(m.probeRetried(r)) == ["arm(retryGate, 500)"])
+        #expect(T.strings(m.probeRetried(r)) == ["arm(retryGate, 100)"])   // the other's retry: the server sends both at once
         #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r)
-                == ["arm(verdict, 5000)", "hold(upstream, \(h.hrr))", "hold(client, \(h.firstHello))", "arm(retryGate, 500)"])
+                == ["arm(verdict, 5000)", "releaseProbeClose", "hold(upstream, \(h.hrr))", "hold(client, \(h.firstHello))",
+                    "arm(retryGate, 500)"])
         #expect(T.feed(&m, .client, Array(h.c2s[h.firstHello..<h.secondHello]), r)
-                == ["cancel(retryGate)", "sendProbeRetry", "flowing(client)"])
+                == ["cancel(retryGate)", "sendSecondHellos(probe first)"])
     }
 
     /// Nothing to pair the probe's second hello with: the tunnel's server answered without a retry, the tunnel
@@ -88,9 +88,9 @@ import Testing
             var m = T.machine(T.block, host: "tls13.chainwatch.test")
             _ = m.start()
             _ = T.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
-            #expect(T.strings(m.probeRetried(r)) == ["arm(retryGate, 500)"])
+            #expect(T.strings(m.probeRetried(r)) == ["arm(retryGate, 100)"])
             #expect(T.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
-                    == ["arm(verdict, 5000)", "cancel(retryGate)", "sendProbeRetry"])
+                    == ["arm(verdict, 5000)", "releaseProbeClose", "cancel(retryGate)", "sendProbeRetry"])
         }
         // The tunnel's retry does not come within the stall (a server that serves the probe's connection first).
         do {
@@ -98,7 +98,7 @@ import Testing
             var m = Self.paired(h, r, probeRetried: true)
             #expect(T.strings(m.deadlineFired(.retryGate, r)) == ["sendProbeRetry"])
             // Its retry, later, waits for the probe's answer as before.
-            #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+            #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
         }
         // The client does not send its second hello in time: both go.
         do {
@@ -111,7 +111,7 @@ import Testing
         do {
             let r = TestResources()
             var m = Self.paired(h, r, probeRetried: true)
-            #expect(T.strings(m.tunnelClosed(r)) == ["cancel(retryGate)", "sendProbeRetry"])
+            #expect(T.strings(m.tunnelClosed(r)) == ["cancel(retryGate)", "sendProbeRetry", "releaseProbeClose"])
             #expect(T.strings(m.probeRetried(r)) == ["sendProbeRetry"])   // said again: let go again
         }
         // A client whose bytes after the retry are not a hello (an alert): they flow, and the probe's goes.
@@ -130,7 +130,7 @@ import Testing
         var m = T.machine(T.block, host: h.host)
         _ = m.start()
         _ = T.feed(&m, .client, Array(h.c2s[..<h.firstHello]), r)
-        #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+        #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
         #expect(T.feed(&m, .client, Array(h.c2s[h.firstHello..<h.secondHello]), r).isEmpty)
         // Under alert the retry flows to the client at once, and its second hello is not held either.
         var a = T.machine(T.alert, host: h.host)
@@ -150,11 +150,28 @@ import Testing
         var m = T.machine(T.alert, host: h.host)
         _ = m.start()
         #expect(T.feed(&m, .client, Array(h.c2s[..<h.firstHello]), r).contains("probeBeside(probe first)"))
+        // Until the probe retries, the wait is for its retry, which the server sent with the tunnel's.
         #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r)
-                == ["arm(pairStall, 500)", "hold(client, \(h.firstHello))", "arm(retryGate, 500)"])
+                == ["arm(pairStall, 500)", "hold(client, \(h.firstHello))", "arm(retryGate, 100)"])
         #expect(T.feed(&m, .client, Array(h.c2s[h.firstHello..<h.secondHello]), chunk: 7, r).isEmpty)
-        #expect(T.strings(m.probeRetried(r)) == ["cancel(retryGate)"] + (probeFirst ? ["sendProbeRetry", "flowing(client)"]
-                                                                                   : ["flowing(client)", "sendProbeRetry(after client)"]))
+        #expect(T.strings(m.probeRetried(r))
+                == ["cancel(retryGate)", probeFirst ? "sendSecondHellos(probe first)" : "sendSecondHellos(client first)"])
+    }
+
+    /// Under alert, a probe that retries while its client's second hello is still coming gives the client the time
+    /// for it (the wait was for the probe's retry).
+    @Test func underAlertAProbeThatRetriesFirstWaitsForTheClient() throws {
+        let h = try Self.handshake()
+        let r = TestResources()
+        r.pairProbeHolds = true
+        var m = T.machine(T.alert, host: h.host)
+        _ = m.start()
+        _ = T.feed(&m, .client, Array(h.c2s[..<h.firstHello]), r)
+        _ = T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r)
+        #expect(T.feed(&m, .client, Array(h.c2s[h.firstHello..<(h.firstHello + 10)]), r).isEmpty)
+        #expect(T.strings(m.probeRetried(r)) == ["cancel(pairStall)", "arm(retryGate, 500)"])
+        #expect(T.feed(&m, .client, Array(h.c2s[(h.firstHello + 10)..<h.secondHello]), r)
+                == ["cancel(retryGate)", "sendSecondHellos(probe first)"])
     }
 }
 
