@@ -222,6 +222,44 @@ def pump(src, dst, idle_timeout=None):
         pass
 
 
+class LoopbackInterceptor:
+    """The frame of the tests' own interceptors: a listener on 127.0.0.1 (`port`) whose every connection runs
+    `handle(client)` on a daemon thread; `track(sock)` registers a socket that `close()` closes with the listener."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sockets = set()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.track(client)
+            threading.Thread(target=self.handle, args=(client,), daemon=True).start()
+
+    def track(self, sock):
+        with self.lock:
+            self.sockets.add(sock)
+        return sock
+
+    def handle(self, client):
+        raise NotImplementedError
+
+    def close(self):
+        self.listener.close()
+        with self.lock:
+            for sock in self.sockets:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+
 class Interceptor:
     """The interceptor itself. `backends` maps a name to a 127.0.0.1 port; `choose(index, hello)` names the backend
     for the connection numbered `index` (from 0, in accept order). `connections` lists what it saw:

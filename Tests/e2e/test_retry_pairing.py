@@ -18,8 +18,8 @@ import socket
 import threading
 import time
 
-from helpers import free_port, read_alert_lines
-from interceptor import pump, read_client_hello
+from helpers import read_alert_lines
+from interceptor import LoopbackInterceptor, pump, read_client_hello
 from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
 
 ROUNDS = 20   # a coin that lands one way in all 20 rounds: 1 in 524 288
@@ -42,46 +42,28 @@ def records(buf):
     return types, at == len(buf)
 
 
-class ForgeTheLaterSecondHello:
+class ForgeTheLaterSecondHello(LoopbackInterceptor):
     """A TCP interceptor on 127.0.0.1 that decides at the second hello. Bounded: 5 s for each hello, 15 s of silence
     ends a spliced connection; `close()` stops the listener and every socket."""
 
     def __init__(self, genuine_port, forger_port, window=2.0):
         self.backends = {"genuine": genuine_port, "forger": forger_port}
         self.window = window
-        self.lock = threading.Lock()
         self.seen = []          # per connection: sni, when its second hello was whole, the backend chosen, an error
-        self.sockets = set()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
     def reset(self):
         with self.lock:
             self.seen = []
 
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(client,), daemon=True).start()
-
-    def _track(self, sock):
-        with self.lock:
-            self.sockets.add(sock)
-        return sock
-
-    def _handle(self, client):
-        self._track(client)
+    def handle(self, client):
         record = {"sni": None, "second": None, "backend": None, "retried": False, "error": None}
         with self.lock:
             self.seen.append(record)
         try:
             raw, hello = read_client_hello(client, 5)
             record["sni"] = hello.server_name
-            ends = {name: self._track(socket.create_connection(("127.0.0.1", port), timeout=5))
+            ends = {name: self.track(socket.create_connection(("127.0.0.1", port), timeout=5))
                     for name, port in self.backends.items()}
             for end in ends.values():
                 end.sendall(raw)
@@ -124,15 +106,6 @@ class ForgeTheLaterSecondHello:
             record["error"] = repr(error)[:80]
         finally:
             client.close()
-
-    def close(self):
-        self.listener.close()
-        with self.lock:
-            for sock in self.sockets:
-                try:
-                    sock.close()
-                except OSError:
-                    pass
 
 
 def rounds(start_proxy, tmp_path, pki, closing, action):

@@ -15,7 +15,7 @@ import threading
 import time
 
 from helpers import read_alert_lines
-from interceptor import pump, read_client_hello
+from interceptor import LoopbackInterceptor, pump, read_client_hello
 from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
 
 ROUNDS = 10   # each role for A in some round: all ten alike 1 in 512
@@ -23,7 +23,7 @@ FORGED_PAGE = b"hello from the forger"
 WINDOW = 2.0  # seconds between the two hellos of a pair
 
 
-class Withholder:
+class Withholder(LoopbackInterceptor):
     """A TCP interceptor on 127.0.0.1. The first hello for a name (A) goes to the genuine server and is watched; the
     second within `WINDOW` (B) is held until A closes, then goes to the genuine server; a later hello byte for byte
     A's (the tunnel's replay) goes to the forger. Bounded: 5 s for a hello, 10 s holding B, 15 s of silence ends a
@@ -31,12 +31,9 @@ class Withholder:
 
     def __init__(self, genuine_port, forger_port):
         self.ports = {"genuine": genuine_port, "forger": forger_port}
-        self.lock = threading.Lock()
-        self.sockets = set()
+        self.a = None
+        super().__init__()
         self.reset()
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
 
     def reset(self):
         with self.lock:
@@ -46,23 +43,10 @@ class Withholder:
             self.replays = 0
             self.a_closed = threading.Event()
 
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(client,), daemon=True).start()
-
     def _connect(self, name):
-        sock = socket.create_connection(("127.0.0.1", self.ports[name]), timeout=5)
-        with self.lock:
-            self.sockets.add(sock)
-        return sock
+        return self.track(socket.create_connection(("127.0.0.1", self.ports[name]), timeout=5))
 
-    def _handle(self, client):
-        with self.lock:
-            self.sockets.add(client)
+    def handle(self, client):
         try:
             raw, hello = read_client_hello(client, 5)
         except (OSError, ValueError):
@@ -127,15 +111,6 @@ class Withholder:
         pump(client, upstream, 15)
         client.close()
         upstream.close()
-
-    def close(self):
-        self.listener.close()
-        with self.lock:
-            for sock in self.sockets:
-                try:
-                    sock.close()
-                except OSError:
-                    pass
 
 
 def test_the_answered_connection_of_a_pair_is_silent_whichever_it_is(start_proxy, tmp_path, pki, closing):
