@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 
-from helpers import read_alert_lines
+from helpers import read_alert_lines, wait_alert_lines
 from interceptor import LoopbackInterceptor, pump, read_client_hello
 from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
 
@@ -122,17 +122,21 @@ def rounds(start_proxy, tmp_path, pki, closing, action):
         ran = curl(p, icpt.port, path="/blob")
         time.sleep(0.3)   # a line is written before the tunnel closes; this only lets a stray second one show
         lines = read_alert_lines(p.alert_log, icpt.port)
+        if not lines and FORGED_PAGE not in ran.stdout and PAGE not in ran.stdout:
+            lines = wait_alert_lines(p.alert_log, icpt.port)   # no page: its line, however loaded the machine
         with icpt.lock:   # (the tunnel's connection from the CONNECT closes unused, before any hello: not counted)
             seen = [dict(o) for o in icpt.seen if o["sni"] is not None]
         outcomes.append({"forged page": FORGED_PAGE in ran.stdout, "genuine page": PAGE in ran.stdout,
                          "lines": [(l["event"]["reason"], l["event"]["action"]) for l in lines],
                          "backends": [o["backend"] for o in seen], "retried": [o["retried"] for o in seen],
-                         "errors": [o["error"] for o in seen if o["error"]]})
+                         "errors": [o["error"] for o in seen if o["error"]],
+                         "client": (ran.returncode, round(ran.elapsed, 2), ran.stderr[-120:])})
         p.stop()
     return outcomes
 
 
 def check(outcomes, action):
+    print(f"{action}: {outcomes}")   # the whole table, beside a failure's shortened one
     for o in outcomes:
         # The pair: two connections, each retried by the genuine server, one of each to the forger and the genuine.
         assert o["retried"] == [True, True] and sorted(o["backends"]) == ["forger", "genuine"], outcomes

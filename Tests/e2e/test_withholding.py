@@ -3,11 +3,13 @@ limits). Under block it watches what chainwatch sends on the answered connection
 flight. Before, a probe finished its handshake at once (its Finished and a close_notify, ~2 ms after the flight)
 while a tunnel held for the verdict stayed silent and was given up at the pair stall; so the interceptor knew which
 was which, forged the held connection when A was the probe, and otherwise the tunnel's replay: 10 of 10 first
-contacts forged, no line. Now a pair's probe keeps its closing flight until the tunnel's server has answered too,
-and gives its connection up without it after the pair stall, as the tunnel does (`PairProbeGate`): A is silent and
-closed at the stall whichever it was. What such an interceptor still has is the tunnel's replay (its first hello,
-byte for byte): it answers B genuinely and forges a replay when one comes, so it forges the first contacts where it
-answered the tunnel first, about half, and is never caught. That is the stated limit; this test checks the silence.
+contacts forged, no line. Now a pair's probe keeps its closing flight, and reads nothing more, until the tunnel is
+decided, and gives its connection up without it after the pair stall, as the tunnel does (`PairProbeGate`): A is
+silent and closed at the stall whichever it was. What such an interceptor still has is the tunnel's replay (its
+first hello, byte for byte): it answers B genuinely and forges a replay when one comes, so it forges the first
+contacts where it answered the tunnel first, about half, and is never caught; and one that sends A its ServerHello
+alone tells them apart outright (a probe not done waits past the stall). Both are the stated limit (README, Known
+limits); this test checks the silence.
 """
 import select
 import socket

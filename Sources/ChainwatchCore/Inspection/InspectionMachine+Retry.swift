@@ -114,11 +114,12 @@ extension InspectionMachine {
         if probeHolds { out.append(.sendProbeRetry) }
     }
 
-    /// Lets the pair's probe send its closing flight (its Finished, a close_notify) and close, once the tunnel's
-    /// server has answered, or the tunnel ended, was decided or gave its connection up. Until then a probe whose
-    /// server answered it alone is as silent as a tunnel held for the verdict: an interceptor that answers one
-    /// connection of the pair and holds the other cannot tell by what the answered one sends which of them it was
-    /// (`ProbeHandshake`: it gives its connection up after the pair stall, as the tunnel does). Once.
+    /// Lets the pair's probe send its closing flight (its Finished, a close_notify) and close, once the tunnel is
+    /// decided (its server's flight goes to the client, or it is blocked), ended, or gave its connection up. Until
+    /// then the probe is as silent as the tunnel held for the verdict, whatever part of the tunnel's flight has come:
+    /// an interceptor that answers one connection of the pair and holds the other (or sends it only a first byte)
+    /// cannot tell by what the answered one sends which of them it was (`ProbeHandshake`: it gives its connection up
+    /// after the pair stall, as the tunnel does). Once.
     mutating func releaseProbeClose(_ out: inout [Action]) {
         guard pairProbeHoldsItsClose else { return }
         pairProbeHoldsItsClose = false

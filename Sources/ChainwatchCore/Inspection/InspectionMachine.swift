@@ -156,7 +156,6 @@ public struct InspectionMachine: Sendable {
         }
         if !sawServerBytes, holds, !verdictDeadlineStarted { startVerdictDeadline(&out) }
         let firstServerBytes = !sawServerBytes
-        if firstServerBytes { releaseProbeClose(&out) }
         sawServerBytes = true
         let need = watch.server(bytes)
         if let hello = watch.serverHello, facts.protocolVersion == nil {

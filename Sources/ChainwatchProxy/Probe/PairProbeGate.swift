@@ -5,8 +5,8 @@
 ///   `.sendProbeRetry`), so that it leaves together with the client's second hello, in an order drawn at random, not a
 ///   round trip before it. A gate the tunnel released already lets a hello through at once.
 /// - **Its closing flight** (under a rule that holds the server's bytes: `holdsClose`). A probe whose server answered
-///   it keeps its Finished and close_notify, and its connection, until the tunnel's server has answered too
-///   (`releaseClose`, from `.releaseProbeClose`), as the tunnel's connection, held for the verdict, sends nothing; after
+///   it keeps its Finished and close_notify, and its connection, until the tunnel is decided (`releaseClose`, from
+///   `.releaseProbeClose`), as the tunnel's connection, held for the verdict, sends nothing; after
 ///   `stallMilliseconds` from its server's first byte it gives the connection up without them, as the tunnel does
 ///   after the pair stall (`ProbeHandshake`).
 ///

@@ -9,7 +9,7 @@ import Glibc
 /// `TLSClient`. Owns both and its timeout. Kept alive from `start` until it reports (the connection's delegate reference, then the timer's
 /// closure through the connection), whatever happens to whoever asked. Reports exactly once; sends no
 /// application data. A first contact's probe under a rule that holds (`PairProbeGate`) keeps its connection after
-/// the report, its closing flight unsent, until the tunnel's server has answered, for the pair stall at most (that
+/// the report, its closing flight unsent, until the tunnel is decided, for the pair stall at most (that
 /// connection is no longer counted in the prober's handshakes in flight). Loop thread only.
 final class ProbeHandshake: ConnectionDelegate {
     private let key: ProbeKey
@@ -132,10 +132,7 @@ final class ProbeHandshake: ConnectionDelegate {
 
     func connectionDidRead(_ connection: Connection) {
         if firstServerByte == nil { firstServerByte = loop?.cachedMilliseconds }
-        guard let client else {   // reported, its closing flight kept for the tunnel: nothing more is read
-            connection.input.drain(connection.input.count)
-            return
-        }
+        guard let client else { return }
         guard case .openSSL(let client) = client else { return readOwn(connection) }
         var failure: OpenSSLError?
         connection.input.forEachChunk(from: 0) { chunk in
@@ -246,7 +243,7 @@ final class ProbeHandshake: ConnectionDelegate {
     }
 
     /// A first contact's probe under a rule that holds (`PairProbeGate`): the result is reported now, and the closing
-    /// flight and the connection are kept until the tunnel's server has answered (`PairProbeGate.releaseClose`), or
+    /// flight and the connection are kept until the tunnel is decided (`PairProbeGate.releaseClose`), or
     /// given up without the flight once `stallMilliseconds` have passed since the server's first byte, as a tunnel
     /// held for the verdict gives its connection up after the pair stall.
     private func reportKeepingTheConnection(_ result: ProbeResult, closing: [UInt8]) {
@@ -259,6 +256,9 @@ final class ProbeHandshake: ConnectionDelegate {
         client = nil
         room?.release()
         room = nil
+        // Nothing more is read, as a tunnel held for the verdict reads no more than its hold (what a server sends
+        // meanwhile stays in the socket, and a close then resets the connection, as the tunnel's does).
+        connection.disableRead()
         let elapsed = firstServerByte.map { Int(loop.cachedMilliseconds - $0) } ?? 0
         let remaining = retryGate.stallMilliseconds - elapsed
         if remaining <= 0 {

@@ -52,7 +52,7 @@ import Testing
         _ = m.start()
         #expect(T.feed(&m, .client, Array(h.c2s[..<h.firstHello]), r)
                 == ["redial", "pair(probe first)", "cancel(clientHello)", "flowing(client)"])
-        #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
+        #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
         #expect(T.strings(m.probeRetried(r))
                 == ["cancel(pairStall)", "hold(upstream, \(h.hrr))", "hold(client, \(h.firstHello))", "arm(retryGate, 500)"])
         var actions = T.feed(&m, .client, Array(h.c2s[h.firstHello..<h.secondHello]), chunk: chunk, r)
@@ -71,7 +71,7 @@ import Testing
         var m = Self.paired(h, r)
         #expect(T.strings(m.probeRetried(r)) == ["arm(retryGate, 100)"])   // the other's retry: the server sends both at once
         #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r)
-                == ["arm(verdict, 5000)", "releaseProbeClose", "hold(upstream, \(h.hrr))", "hold(client, \(h.firstHello))",
+                == ["arm(verdict, 5000)", "hold(upstream, \(h.hrr))", "hold(client, \(h.firstHello))",
                     "arm(retryGate, 500)"])
         #expect(T.feed(&m, .client, Array(h.c2s[h.firstHello..<h.secondHello]), r)
                 == ["cancel(retryGate)", "sendSecondHellos(probe first)"])
@@ -90,7 +90,7 @@ import Testing
             _ = T.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
             #expect(T.strings(m.probeRetried(r)) == ["arm(retryGate, 100)"])
             #expect(T.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
-                    == ["arm(verdict, 5000)", "releaseProbeClose", "cancel(retryGate)", "sendProbeRetry"])
+                    == ["arm(verdict, 5000)", "cancel(retryGate)", "sendProbeRetry"])
         }
         // The tunnel's retry does not come within the stall (a server that serves the probe's connection first).
         do {
@@ -98,7 +98,7 @@ import Testing
             var m = Self.paired(h, r, probeRetried: true)
             #expect(T.strings(m.deadlineFired(.retryGate, r)) == ["sendProbeRetry"])
             // Its retry, later, waits for the probe's answer as before.
-            #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
+            #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
         }
         // The client does not send its second hello in time: both go.
         do {
@@ -122,6 +122,27 @@ import Testing
         }
     }
 
+    /// The pair's probe keeps its closing flight until the tunnel is decided: a first byte of the tunnel's server (an
+    /// interceptor's nudge) lets nothing go; the verdict, the tunnel's end or its redial does, once.
+    @Test func theProbesCloseWaitsForTheTunnelsVerdict() throws {
+        let r = TestResources()
+        var m = T.machine(T.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = T.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        #expect(T.strings(m.probeAnswered(.success(try T.genuineProbe()), r)) == ["arm(flight, 5000)"])
+        let s2c = try TLSFixture.bytes("tls13-rsa.s2c.bin")
+        #expect(!T.feed(&m, .upstream, Array(s2c.prefix(5)), r).contains("releaseProbeClose"))
+        #expect(T.feed(&m, .upstream, Array(s2c.dropFirst(5)), r) == ["cancel(flight)", "judge(probe)"])
+        #expect(T.strings(m.chainJudged(T.pass(T.block), evidence: T.evidence, r))
+                == ["releaseProbeClose", "cancel(verdict)", "writeFinding(pass)", "release"])
+        #expect(T.strings(m.tunnelClosed(r)).isEmpty, "once")
+        // Under alert nothing is kept: no release is told.
+        var a = T.machine(T.alert, host: "tls13.chainwatch.test")
+        _ = a.start()
+        _ = T.feed(&a, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        #expect(!T.strings(a.tunnelClosed(r)).contains("releaseProbeClose"))
+    }
+
     /// A probe that is not the tunnel's own handshake (one in flight for its key already) holds nothing: the
     /// tunnel's HelloRetryRequest waits for its answer, as before, and no client byte is held for it.
     @Test func aProbeTheTunnelOnlyWaitsForIsNotPaired() throws {
@@ -130,7 +151,7 @@ import Testing
         var m = T.machine(T.block, host: h.host)
         _ = m.start()
         _ = T.feed(&m, .client, Array(h.c2s[..<h.firstHello]), r)
-        #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
+        #expect(T.feed(&m, .upstream, Array(h.s2c[..<h.hrr]), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
         #expect(T.feed(&m, .client, Array(h.c2s[h.firstHello..<h.secondHello]), r).isEmpty)
         // Under alert the retry flows to the client at once, and its second hello is not held either.
         var a = T.machine(T.alert, host: h.host)

@@ -160,8 +160,8 @@ final class TestResources: InspectionResources {
         #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"], "the tunnel's flight is waited for")
         #expect(m.facts.protocolVersion == .tls1_3, "the probe's version until the tunnel's ServerHello")
         let server = Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r)
-        #expect(server == ["arm(verdict, 5000)", "releaseProbeClose", "cancel(flight)", "judge(probe)"])
-        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["cancel(verdict)", "writeFinding(pass)", "release"])
+        #expect(server == ["arm(verdict, 5000)", "cancel(flight)", "judge(probe)"])
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["releaseProbeClose", "cancel(verdict)", "writeFinding(pass)", "release"])
     }
 
     /// A tunnel under block that carries a spot check (a spare connection was opened beside it at the CONNECT, and the
@@ -181,11 +181,11 @@ final class TestResources: InspectionResources {
                 "no redial, no flowing(client); a copy of the hello for a stall's redial")
         #expect(m.phase.name == "pairing")
         #expect(Self.decisions(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r))
-                == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"], "held: nothing passes before the verdict")
+                == ["arm(verdict, 5000)", "arm(pairStall, 500)"], "held: nothing passes before the verdict")
         #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["cancel(pairStall)", "judge(probe)"])
         #expect(Self.strings(m.chainJudged(forged ? Self.blocks(Self.block) : Self.pass(Self.block), evidence: Self.evidence, r))
-                == (forged ? ["cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"]
-                           : ["cancel(verdict)", "writeFinding(pass)", "release"]))
+                == (forged ? ["releaseProbeClose", "cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"]
+                           : ["releaseProbeClose", "cancel(verdict)", "writeFinding(pass)", "release"]))
     }
 
     /// A spot check beside a tunnel under block, behind a server that serves one connection at a time and took the
@@ -197,8 +197,8 @@ final class TestResources: InspectionResources {
         _ = m.start(holdingTheClientHello: true)
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
         let s2c = try TLSFixture.bytes("tls13-rsa.s2c.bin")
-        #expect(Self.feed(&m, .upstream, Array(s2c.prefix(200)), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
-        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "redial", "cancel(verdict)"])
+        #expect(Self.feed(&m, .upstream, Array(s2c.prefix(200)), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "releaseProbeClose", "redial", "cancel(verdict)"])
         #expect(m.phase.name == "probingFirst")
         #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
         #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["reconnect"])
@@ -213,10 +213,10 @@ final class TestResources: InspectionResources {
         _ = m.start()
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
         #expect(Self.decisions(Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), chunk: chunk, r))
-                == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
+                == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
         #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["cancel(pairStall)", "judge(probe)"])
         #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: Self.evidence, r))
-                == ["cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
+                == ["releaseProbeClose", "cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
     }
 
     /// A server that serves one connection at a time took the tunnel's first: the probe waits behind it. At the pair
@@ -229,8 +229,8 @@ final class TestResources: InspectionResources {
         _ = m.start()
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
         let s2c = try TLSFixture.bytes("tls13-rsa.s2c.bin")
-        #expect(Self.feed(&m, .upstream, Array(s2c.prefix(200)), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
-        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "redial", "cancel(verdict)"])
+        #expect(Self.feed(&m, .upstream, Array(s2c.prefix(200)), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
+        #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "releaseProbeClose", "redial", "cancel(verdict)"])
         #expect(m.phase.name == "probingFirst" && m.watch.serverHello == nil && m.facts.protocolVersion == nil)
         #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
         #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["reconnect"])
@@ -250,14 +250,14 @@ final class TestResources: InspectionResources {
         let s2c = try TLSFixture.bytes("tls12-rsa.s2c.bin")
         if probeAnswersFirst {
             #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["arm(flight, 5000)"])
-            #expect(Self.feed(&m, .upstream, s2c, chunk: chunk, r) == ["arm(verdict, 5000)", "releaseProbeClose", "cancel(flight)", "judge(passive)"])
+            #expect(Self.feed(&m, .upstream, s2c, chunk: chunk, r) == ["arm(verdict, 5000)", "cancel(flight)", "judge(passive)"])
         } else {
             let server = Self.feed(&m, .upstream, s2c, chunk: chunk, r)
-            #expect(server == (chunk == 1 ? ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)", "cancel(pairStall)", "judge(passive)"]
-                                          : ["arm(verdict, 5000)", "releaseProbeClose", "judge(passive)"]))
+            #expect(server == (chunk == 1 ? ["arm(verdict, 5000)", "arm(pairStall, 500)", "cancel(pairStall)", "judge(passive)"]
+                                          : ["arm(verdict, 5000)", "judge(passive)"]))
             #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)).isEmpty, "the late probe changes nothing")
         }
-        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["cancel(verdict)", "writeFinding(pass)", "release"])
+        #expect(Self.strings(m.chainJudged(Self.pass(Self.block), evidence: Self.evidence, r)) == ["releaseProbeClose", "cancel(verdict)", "writeFinding(pass)", "release"])
         #expect(m.outcome?.evidence == .passive)
     }
 
@@ -273,7 +273,7 @@ final class TestResources: InspectionResources {
         _ = m.start()
         #expect(Self.feed(&m, .client, c2s, r).prefix(2) == ["redial", "pair(probe first)"])
         let hrrLength = 5 + (Int(s2c[3]) << 8 | Int(s2c[4]))
-        #expect(Self.feed(&m, .upstream, Array(s2c[..<hrrLength]), r) == ["arm(verdict, 5000)", "releaseProbeClose", "arm(pairStall, 500)"])
+        #expect(Self.feed(&m, .upstream, Array(s2c[..<hrrLength]), r) == ["arm(verdict, 5000)", "arm(pairStall, 500)"])
         #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r))
                 == ["cancel(pairStall)", "arm(flight, 5000)", "hold(upstream, \(hrrLength))"])
         // After the HelloRetryRequest, no stall fallback is possible: the deadline was stopped, and a redial is not asked.
@@ -303,7 +303,7 @@ final class TestResources: InspectionResources {
         _ = m.probeAnswered(.success(try Self.genuineProbe()), r)
         _ = Self.feed(&m, .upstream, try TLSFixture.bytes("tls13-rsa.s2c.bin"), r)
         #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: Self.evidence, r))
-                == ["cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
+                == ["releaseProbeClose", "cancel(verdict)", "writeFinding(block root_mismatch)", "markKnownBad(root_mismatch)", "block(root_mismatch)"])
     }
 
     /// After a pair stalled, the probe that then fails: under block the tunnel is blocked and marks nobody (the
@@ -318,7 +318,7 @@ final class TestResources: InspectionResources {
             _ = m.start()
             _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
             _ = Self.feed(&m, .upstream, Array(try TLSFixture.bytes("tls13-rsa.s2c.bin").prefix(100)), r)
-            #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "redial", "cancel(verdict)"])
+            #expect(Self.strings(m.deadlineFired(.pairStall, r)) == ["countPairStall", "releaseProbeClose", "redial", "cancel(verdict)"])
             #expect(Self.strings(m.probeAnswered(.failure("connect refused"), r)) == expected, "\(rule.name)")
         }
     }
