@@ -50,8 +50,8 @@ public struct InspectionMachine: Sendable {
     /// A first contact whose server asks both connections to retry: the probe holds its second hello until the
     /// client's is whole, and the two leave in an order drawn at random (`probeRetried`).
     var retry = RetryPairing()
-    /// The pair's probe, under a rule that holds, keeps its closing flight (and its connection) until the tunnel's
-    /// server has answered too (`.releaseProbeClose`), as silent as the tunnel's held connection.
+    /// The pair's probe, under a rule that holds, keeps its closing flight (and its connection) until the tunnel is
+    /// decided (`.releaseProbeClose`), as silent as the tunnel's held connection.
     var pairProbeHoldsItsClose = false
     /// The most server bytes the connection was told it may hold (`.holdUpTo`), so it is told once per raise.
     private var holdRaisedTo = 0

@@ -200,7 +200,8 @@ final class TunnelInspection {
     /// The gate for the second hello of this tunnel's pair's probe (`PairProbeGate`): the probe tells the machine
     /// when it holds one.
     private func makePairGate() -> PairProbeGate {
-        let gate = PairProbeGate(holdsClose: machine.holds, stallMilliseconds: machine.settings.pairStallMilliseconds)
+        let gate = PairProbeGate(holdsClose: machine.holds, stallMilliseconds: machine.settings.pairStallMilliseconds,
+                                 holdLimit: machine.settings.holdLimit)
         gate.onHold = { [weak self] in
             guard let self else { return }
             run(machine.probeRetried(resources))

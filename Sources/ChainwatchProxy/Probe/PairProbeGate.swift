@@ -27,13 +27,17 @@ final class PairProbeGate: @unchecked Sendable {
     /// Whether the probe keeps its closing flight for the tunnel (a rule that holds), and for how long at most.
     let holdsClose: Bool
     let stallMilliseconds: Int
+    /// What a tunnel holds of its server's bytes before it stops reading (`ConnectionLimits.holdLimit`): a kept probe
+    /// reads as much, and drops it.
+    let holdLimit: Int
     private(set) var closeReleased = false
     /// The handshake's way to send its closing flight and close, while it holds them.
     private var close: (() -> Void)?
 
-    init(holdsClose: Bool, stallMilliseconds: Int) {
+    init(holdsClose: Bool, stallMilliseconds: Int, holdLimit: Int) {
         self.holdsClose = holdsClose
         self.stallMilliseconds = stallMilliseconds
+        self.holdLimit = holdLimit
     }
 
     /// By the prober, when this tunnel's call starts the handshake.
@@ -72,7 +76,7 @@ final class PairProbeGate: @unchecked Sendable {
     /// The handshake gave its connection up (the stall) or ended: nothing is held any longer.
     func dropClose() { close = nil }
 
-    /// The tunnel's server answered (or the tunnel is decided): the closing flight goes, now or when the handshake
+    /// The tunnel is decided (or ended, or gave its connection up): the closing flight goes, now or when the handshake
     /// is done.
     func releaseClose() {
         guard !closeReleased else { return }

@@ -40,8 +40,9 @@ final class ProbeHandshake: ConnectionDelegate {
     /// When the server's first byte came (the loop's clock): a probe that keeps its closing flight for the tunnel
     /// gives its connection up `PairProbeGate.stallMilliseconds` after it.
     private var firstServerByte: Int64?
-    /// Reported, the connection kept for the closing flight (`reportKeepingTheConnection`).
+    /// Reported, the connection kept for the closing flight (`reportKeepingTheConnection`), and the bytes read since.
     private var keptAfterReport = false
+    private var keptReadBytes = 0
 
     init(key: ProbeKey, timeoutMilliseconds: Int, largeHandshakes: LargeHandshakeRoom? = nil,
          report: @escaping (ProbeResult) -> Void) {
@@ -132,6 +133,7 @@ final class ProbeHandshake: ConnectionDelegate {
 
     func connectionDidRead(_ connection: Connection) {
         if firstServerByte == nil { firstServerByte = loop?.cachedMilliseconds }
+        if keptAfterReport { return readWhileKept(connection) }
         guard let client else { return }
         guard case .openSSL(let client) = client else { return readOwn(connection) }
         var failure: OpenSSLError?
@@ -256,15 +258,10 @@ final class ProbeHandshake: ConnectionDelegate {
         client = nil
         room?.release()
         room = nil
-        // Nothing more is read, as a tunnel held for the verdict reads no more than its hold (what a server sends
-        // meanwhile stays in the socket, and a close then resets the connection, as the tunnel's does).
-        connection.disableRead()
         let elapsed = firstServerByte.map { Int(loop.cachedMilliseconds - $0) } ?? 0
         let remaining = retryGate.stallMilliseconds - elapsed
         if remaining <= 0 {
-            connection.close()
-            self.connection = nil
-            self.retryGate = nil
+            closeKept(sending: nil)   // the stall passed while the flight came: given up at once
         } else {
             retryGate.holdClose { [weak self] in self?.closeKept(sending: closing) }
             let stall = Timer(loop: loop) { [weak self] in self?.closeKept(sending: nil) }
@@ -274,8 +271,18 @@ final class ProbeHandshake: ConnectionDelegate {
         report(result)
     }
 
-    /// Ends a connection kept after the report: with the closing flight (the tunnel's server answered) or without
-    /// it (the stall passed, or the server closed).
+    /// What a server sends to a kept connection is read and dropped up to the hold a tunnel has for the verdict
+    /// (`PairProbeGate.holdLimit`), and then no more, as the tunnel's connection reads until its hold is full: the
+    /// bytes the socket takes, and how a close with bytes unread resets it, are then alike.
+    private func readWhileKept(_ connection: Connection) {
+        let count = connection.input.count
+        connection.input.drain(count)
+        keptReadBytes += count
+        if keptReadBytes >= retryGate?.holdLimit ?? 0 { connection.disableRead() }
+    }
+
+    /// Ends a connection kept after the report: with the closing flight (the tunnel is decided, ended or gave its
+    /// connection up) or without it (the stall passed).
     private func closeKept(sending closing: [UInt8]?) {
         keptAfterReport = false
         timer?.cancel()
