@@ -16,6 +16,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from helpers import read_alert_lines
 from interceptor import LoopbackInterceptor, pump, read_client_hello
 from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
@@ -27,12 +29,14 @@ WINDOW = 2.0  # seconds between the two hellos of a pair
 
 class Withholder(LoopbackInterceptor):
     """A TCP interceptor on 127.0.0.1. The first hello for a name (A) goes to the genuine server and is watched; the
-    second within `WINDOW` (B) is held until A closes, then goes to the genuine server; a later hello byte for byte
+    second within `WINDOW` (B) is held until A closes (with `nudge`, after its server's first 5 bytes were sent on:
+    a tunnel's first server bytes once let the probe's Finished go), then goes to the genuine server; a later hello byte for byte
     A's (the tunnel's replay) goes to the forger. Bounded: 5 s for a hello, 10 s holding B, 15 s of silence ends a
     spliced connection; `close()` stops the listener and every socket."""
 
-    def __init__(self, genuine_port, forger_port):
+    def __init__(self, genuine_port, forger_port, nudge=False):
         self.ports = {"genuine": genuine_port, "forger": forger_port}
+        self.nudge = nudge
         self.a = None
         super().__init__()
         self.reset()
@@ -67,10 +71,13 @@ class Withholder(LoopbackInterceptor):
                 self.a = {"raw": raw, "at": now, "server": None, "sent": b"", "closed": None}
         if role == "A":
             return self._watch(client, raw)
-        if role == "B":
-            self.a_closed.wait(10)
         upstream = self._connect("forger" if role == "replay" else "genuine")
         upstream.sendall(raw)
+        if role == "B":
+            if self.nudge:   # B's first 5 bytes (a record header, alike from any server) go at once
+                upstream.settimeout(5)
+                client.sendall(upstream.recv(5))
+            self.a_closed.wait(10)
         self._splice(client, upstream)
 
     def _watch(self, client, raw):
@@ -115,10 +122,11 @@ class Withholder(LoopbackInterceptor):
         upstream.close()
 
 
-def test_the_answered_connection_of_a_pair_is_silent_whichever_it_is(start_proxy, tmp_path, pki, closing):
+@pytest.mark.parametrize("nudge", [False, True])
+def test_the_answered_connection_of_a_pair_is_silent_whichever_it_is(start_proxy, tmp_path, pki, closing, nudge):
     genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
     forger = closing(threaded(pki / "matched.fullchain.pem", pki / "matched.key", blob=FORGED_PAGE))
-    icpt = closing(Withholder(genuine.port, forger.port))
+    icpt = closing(Withholder(genuine.port, forger.port, nudge=nudge))
     trusted = tmp_path / "interception-ca.pem"
     trusted.write_text((pki / "matched-root.pem").read_text())
     rounds = []
@@ -135,7 +143,7 @@ def test_the_answered_connection_of_a_pair_is_silent_whichever_it_is(start_proxy
                        "replays": icpt.replays, "forged": FORGED_PAGE in ran.stdout, "genuine": PAGE in ran.stdout,
                        "lines": [l["event"]["reason"] for l in read_alert_lines(p.alert_log, icpt.port)]})
         p.stop()
-    print(f"withholding, block: {rounds}")
+    print(f"withholding, block, nudge {nudge}: {rounds}")
     for r in rounds:
         # Whichever A was, chainwatch sent nothing on it after the server's flight and gave it up at the pair stall.
         assert r["sent after the flight"] == 0, rounds
