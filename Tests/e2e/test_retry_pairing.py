@@ -67,7 +67,10 @@ class ForgeTheLaterSecondHello(LoopbackInterceptor):
                     for name, port in self.backends.items()}
             for end in ends.values():
                 end.sendall(raw)
-            # The genuine server's HelloRetryRequest goes to the client; the forger's answer is read and dropped.
+            # The genuine server's HelloRetryRequest goes to the client; the forger's, byte for byte the same, is read
+            # and dropped, as far as the genuine's went (the rest of it, should the forger be chosen, must not reach
+            # the client twice).
+            relayed = dropped = 0
             pending = b""
             deadline = time.monotonic() + 5
             while True:
@@ -80,8 +83,9 @@ class ForgeTheLaterSecondHello(LoopbackInterceptor):
                         raise EOFError("the genuine server closed before the second hello")
                     record["retried"] = True
                     client.sendall(data)
+                    relayed += len(data)
                 if ends["forger"] in ready:
-                    ends["forger"].recv(65536)
+                    dropped += len(ends["forger"].recv(65536))   # it sends nothing more before a second hello
                 if client in ready:
                     data = client.recv(65536)
                     if not data:
@@ -99,6 +103,13 @@ class ForgeTheLaterSecondHello(LoopbackInterceptor):
             chosen = ends.pop(record["backend"])
             for other in ends.values():
                 other.close()
+            if record["backend"] == "forger":   # what the client has of the genuine server's, skipped in the forger's
+                chosen.settimeout(5)
+                while dropped < relayed:
+                    data = chosen.recv(relayed - dropped)
+                    if not data:
+                        raise EOFError("the forger closed before its HelloRetryRequest")
+                    dropped += len(data)
             chosen.sendall(pending)
             threading.Thread(target=pump, args=(chosen, client, 15), daemon=True).start()
             pump(client, chosen, 15)
