@@ -213,6 +213,8 @@ final class ProxyConnection: ConnectionDelegate {
             startInspection()
         case .feedInspection(let side, let offset):
             feed(side, from: offset)
+        case .clientEndedForInspection:
+            inspection?.clientEnded()
         case .takeHeldRoom(let bytes):
             if worker.heldBudget.take(bytes, client: clientKey) { heldRoom += bytes } else { events.append(.noHeldRoom) }
         case .returnHeldRoom:

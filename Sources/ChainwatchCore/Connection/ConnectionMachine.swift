@@ -557,6 +557,7 @@ public struct ConnectionMachine: Sendable {
         case .relaying:
             let first = !sides[side.other].pauses.contains(.ended)
             pause(side, .ended)
+            if side == .client, inspecting { out.append(.clientEndedForInspection) }
             setReading(&out)
             finishHalfCloses(&out)
             if first { halfClosed(&out) }

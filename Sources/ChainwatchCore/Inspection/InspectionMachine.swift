@@ -356,6 +356,24 @@ public struct InspectionMachine: Sendable {
         phase = .probingFirst(offer)
     }
 
+    /// The client's stream ended. Before its ClientHello was whole, no handshake will follow on this tunnel: what the
+    /// server sent meanwhile (held for the hello, whose server name may pick the rule) goes to the client, and the
+    /// inspection ends without a finding, as a tunnel that closes before its hello does. Without this, a server that
+    /// answers the client's end with a TLS-looking record (an alert, as TLS servers send to a connection that ends
+    /// before its hello) was held until the idle timeout under `alert`, its bytes never delivered, and under `block`
+    /// blocked with a line at the verdict deadline: a false alarm for a client that only opened a tunnel and left.
+    /// After the hello nothing changes: the server's handshake may still come, and is inspected as it does.
+    public mutating func clientEnded(_ resources: any InspectionResources) -> [Action] {
+        var out: [Action] = []
+        guard case .watching = phase, !watch.sawClientHello else { return out }
+        holdsClientBytes = false
+        phase = .finished(nil)
+        for deadline in Deadline.allCases { cancel(deadline, &out) }
+        letGoOfBuffers(&out)
+        out.append(.connection(.decided(.release)))
+        return out
+    }
+
     /// The tunnel closed: nothing more of its handshake will come, now or after a re-probe. Evidence already on its
     /// way is still judged and reported (that is exactly the interesting case); else the inspection ends quietly.
     public mutating func tunnelClosed(_ resources: any InspectionResources) -> [Action] {

@@ -78,6 +78,9 @@ final class TunnelInspection {
 
     func serverBytes(_ chunk: UnsafeRawBufferPointer) { run(machine.serverBytes(chunk, resources)) }
 
+    /// The client's stream ended (the tunnel may still carry the server's bytes to it).
+    func clientEnded() { run(machine.clientEnded(resources)) }
+
     /// The tunnel closed: what is on its way is still judged and reported.
     func tunnelClosed() { run(machine.tunnelClosed(resources)) }
 

@@ -232,6 +232,24 @@ import Testing
         #expect(m.handle(.drained(.client, queued: 0)) == [.cancelTimer, .close(resetting: [])])
     }
 
+    /// The client's end reaches the inspection while it inspects (a handshake it had not begun will not come), and the
+    /// server's bytes held for it go once it releases; after the verdict there is nothing to tell.
+    @Test func theClientsEndIsToldToTheInspectionWhileItInspects() {
+        var m = Self.established()
+        #expect(m.handle(.endOfStream(.client)) == [.clientEndedForInspection, .setReading(.client, false), .shutdownWrite(.upstream),
+                                                    .schedule(milliseconds: 30_000)])
+        #expect(m.handle(.readable(.upstream, buffered: 7)) == [.feedInspection(.upstream, from: 0)])
+        #expect(m.handle(.inspected(.upstream)) == [.takeHeldRoom(16_384)])   // held: no verdict yet
+        _ = m.handle(.endOfStream(.upstream))
+        // Released: the 7 bytes go and, both ways ended, the tunnel closes (after its output is written).
+        #expect(m.handle(.decided(.release)) == [.returnHeldRoom, .relay(from: .upstream, count: 7, eager: true), .cancelTimer,
+                                                 .close(resetting: [])])
+
+        var decided = Self.established()
+        _ = decided.handle(.decided(.release))
+        #expect(!decided.handle(.endOfStream(.client)).contains(.clientEndedForInspection))
+    }
+
     @Test func endOfStreamWaitsForQueuedBytes() {
         var m = Self.established()
         _ = m.handle(.decided(.release))
