@@ -9,7 +9,7 @@ export CHAINWATCH_COMMIT ?= $(shell git -C $(CURDIR) rev-parse --short=12 HEAD 2
 # make fuzz: seconds per fuzz target (or FUZZ_RUNS executions each, when set); make fuzz-smoke: seconds per target.
 FUZZ_TIME ?= 180
 FUZZ_RUNS ?=
-FUZZ_SMOKE_TIME ?= 8
+FUZZ_SMOKE_TIME ?= 5
 # make test: pytest-xdist workers for the end-to-end suite.
 E2E_WORKERS ?= 2
 # make image: the image's name, what builds and runs it, and podman's options (see deploy/README.md).

@@ -59,8 +59,10 @@ def test_selftest_works_in_a_private_directory_of_its_own():
 
 def test_selftest_against_a_running_proxy_counts_its_findings(start_proxy):
     admin = free_port()
-    proxy = start_proxy("--admin", f"127.0.0.1:{admin}")   # the built-in policy: system trust, alert
-    code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", f"127.0.0.1:{admin}", "--timeout", "8")
+    # The built-in policy (system trust, alert); a short probe timeout, so that the stalled case's finding comes
+    # within the selftest's wait (which that case always waits out).
+    proxy = start_proxy("--admin", f"127.0.0.1:{admin}", "--probe-timeout", "2")
+    code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", f"127.0.0.1:{admin}", "--timeout", "4")
     assert code == 0, out
     assert out.count("ok   ") == 3 and out.count("reported (1 finding(s) counted)") == 3, out
 
@@ -85,8 +87,8 @@ def test_selftest_against_a_proxy_that_refuses_the_destination_proves_nothing(st
 
 
 def test_selftest_against_fails_when_nothing_shows_a_finding(start_proxy):
-    proxy = start_proxy("--admin", "off")   # alerts only, and no admin listener to count them
-    code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", "off", "--timeout", "8")
+    proxy = start_proxy("--admin", "off", "--probe-timeout", "2")   # alerts only, and no admin listener to count them
+    code, out = selftest("--against", f"127.0.0.1:{proxy.port}", "--admin", "off", "--timeout", "4")
     assert code == 1, out
     assert out.count(": passed unflagged:") == 3 and out.count("FAIL ") == 3 and out.rstrip().endswith("selftest: FAILED"), out
 
