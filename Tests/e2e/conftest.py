@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from helpers import free_port
+from helpers import PKI, free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("CHAINWATCH_BIN", str(ROOT / ".build/release/chainwatch"))
@@ -170,6 +170,16 @@ def start_proxy(tmp_path):
     yield start
     for p in started:
         p.stop()
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """Tests/pki/make-pki.sh's PKI, made once per pytest process (once per xdist worker) for every file. Nothing writes
+    into it (tests write their own files under tmp_path). Defined here: a fixture a test file imports from another is
+    made again for each file that imports it, which cost about 5 s in each of 24 files."""
+    d = tmp_path_factory.mktemp("pki")
+    subprocess.run(["bash", str(ROOT / "Tests/pki/make-pki.sh"), str(d)], check=True, capture_output=True)
+    return PKI(d)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import signal
 import time
 
 from helpers import HTTPServer as PlainServer, connect_via, ecs_problems, raw_request
-from test_detection import curl, pki, serve, write_policy  # noqa: F401 (fixture)
+from test_detection import curl, serve, write_policy  # noqa: F401 (fixture)
 
 
 def access_lines(path, count, timeout=3.0):

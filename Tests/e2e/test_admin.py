@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from admin_helpers import admin_get
 from conftest import BIN
 from helpers import connect_via, echo_handler, free_port, TCPServer, raw_request
-from test_detection import curl, pki, serve, write_policy  # noqa: F401 (fixture)
+from test_detection import curl, serve, write_policy  # noqa: F401 (fixture)
 
 
 def metrics(port):

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import BIN
 from helpers import HTTPServer, read_alert_lines, wait_alert_lines
-from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
+from test_tls13_adversary import closing  # noqa: F401 (fixtures)
 
 SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 PAGE = b"hello from upstream\n"   # what helpers.HTTPServer answers to GET /

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import Proxy
 from helpers import OpenSSLServer
-from test_detection import alert_lines, pki  # noqa: F401 - pki is a fixture
+from test_detection import alert_lines
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from helpers import HTTPServer, assert_no_alert_lines, curl_genuine, read_alert_lines, wait_alert_lines
-from test_tls13_adversary import closing, pinned_policy, pki, start  # noqa: F401 (fixtures)
+from test_tls13_adversary import closing, pinned_policy, start  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")

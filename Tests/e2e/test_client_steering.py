@@ -5,7 +5,7 @@ its own handshake instead of getting 403 for five minutes.
 Run alone: make e2e ARGS="-k client_steering".
 """
 from helpers import HTTPServer, OpenSSLServer, wait_alert_lines
-from test_tls13_adversary import PAGE, closing, curl, pki, pinned_policy, run, start  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, curl, pinned_policy, run, start  # noqa: F401 (fixtures)
 
 STATUS_PAGE = b"s_server"   # openssl s_server -www's status page
 

@@ -9,17 +9,9 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, Proxy
-from helpers import PKI, HTTPServer, OpenSSLServer, wait_alert_lines
+from conftest import BIN, Proxy
+from helpers import HTTPServer, OpenSSLServer, wait_alert_lines
 
-PKI_SCRIPT = ROOT / "Tests/pki/make-pki.sh"
-
-
-@pytest.fixture(scope="session")
-def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    subprocess.run(["bash", str(PKI_SCRIPT), str(d)], check=True, capture_output=True)
-    return PKI(d)
 
 
 def pin(hexdigest):

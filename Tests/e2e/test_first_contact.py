@@ -22,7 +22,7 @@ from helpers import OpenSSLServer, free_port, read_alert_lines
 from interceptor import Interceptor
 from test_admin import metrics, value
 from test_genuine_servers import STATUS_PAGE
-from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, threaded  # noqa: F401 (fixtures)
 
 ROUNDS = 20   # a coin that lands one way in all 20 rounds: 1 in 524 288
 

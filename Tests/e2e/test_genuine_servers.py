@@ -32,7 +32,7 @@ import pytest
 
 from helpers import OpenSSLServer, free_port, read_alert_lines, stop_process, wait_for_port
 from test_probe_is_the_client import CLIENTS
-from test_tls13_adversary import PAGE, closing, pki, rsa_leaf, start  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, rsa_leaf, start  # noqa: F401 (fixtures)
 
 # The `-www` status page of s_server begins with its command line (STATUS_PAGE of test_tls13_adversary, "<HTML><BODY",
 # is not what chromium --dump-dom gives back: its DOM adds a <head>).

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from helpers import TCPServer, block_everything, wait_alert_lines
-from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
+from test_tls13_adversary import closing  # noqa: F401 (fixtures)
 
 
 def record(content_type, payload):

@@ -16,7 +16,7 @@ from helpers import (HTTPServer, OpenSSLServer, TCPServer, assert_no_alert_lines
                      read_alert_lines, start_own_anchor_proxy, wait_alert_lines)
 from test_admin import metrics, value
 from test_hostile_servers import handshake, record
-from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
+from test_tls13_adversary import closing  # noqa: F401 (fixtures)
 
 
 def big_leaf(pki, directory, names):

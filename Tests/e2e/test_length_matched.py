@@ -18,7 +18,6 @@ import threading
 import pytest
 
 from helpers import OpenSSLServer
-from test_tls13_adversary import pki  # noqa: F401 (fixture: make-pki.sh's PKI)
 
 LEVELS = [("genuine-root", "matched-root"), ("genuine-intermediate", "matched-intermediate"), ("genuine", "matched")]
 HANDSHAKES = 5

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from helpers import OpenSSLServer, assert_no_alert_lines, start_own_anchor_proxy, wait_alert_lines
-from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
+from test_tls13_adversary import closing  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ import pytest
 from hello_compare import differences, GREASE
 from helpers import wait_alert_lines, read_alert_lines
 from interceptor import Interceptor, pump
-from test_tls13_adversary import PAGE, closing, curl, pki, run, start, threaded  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, curl, run, start, threaded  # noqa: F401 (fixtures)
 
 IMPERSONATED = {"chrome": "chrome152", "edge": "edge101", "firefox": "firefox155", "safari": "safari270",
                 "safari_ios": "safari270_ios"}

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import BIN, Proxy
 from helpers import TCPServer, connect_via, echo_handler, free_port, recv_exactly, wait_for_port
-from test_detection import alert_lines, curl, pki, serve, write_policy  # noqa: F401 - pki is a fixture
+from test_detection import alert_lines, curl, serve, write_policy
 
 
 def wait_for(predicate, timeout=5):

@@ -20,7 +20,7 @@ import time
 
 from helpers import read_alert_lines, wait_alert_lines
 from interceptor import LoopbackInterceptor, pump, read_client_hello
-from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, threaded  # noqa: F401 (fixtures)
 
 ROUNDS = 20   # a coin that lands one way in all 20 rounds: 1 in 524 288
 FORGED_PAGE = b"hello from the forger"

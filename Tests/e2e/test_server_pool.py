@@ -16,7 +16,7 @@ import pytest
 
 from helpers import read_alert_lines
 from interceptor import Interceptor
-from test_tls13_adversary import PAGE, closing, curl, pki, run, start, threaded  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, curl, run, start, threaded  # noqa: F401 (fixtures)
 from test_probe_is_the_client import cffi
 
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import BIN
 from helpers import HTTPServer, free_port, read_alert_lines, wait_alert_lines
 from test_access_log import access_lines
-from test_tls13_adversary import PAGE, closing, hosts_file, pinned_policy, pki, run  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, hosts_file, pinned_policy, run  # noqa: F401 (fixtures)
 
 
 def socks_proxy(start_proxy, tmp_path, pki, action, *extra):

@@ -22,7 +22,7 @@ from interceptor import Interceptor
 from test_admin import metrics, value
 from test_genuine_servers import STATUS_PAGE
 from test_probe_is_the_client import cffi
-from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, rsa_leaf, threaded  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, rsa_leaf, threaded  # noqa: F401 (fixtures)
 
 
 class ForgeFromNowOn:

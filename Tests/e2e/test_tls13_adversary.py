@@ -16,11 +16,10 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT
-from helpers import (HTTPServer, OpenSSLServer, PKI, TCPServer, colon_hex, read_alert_lines, wait_alert_lines)
+from conftest import BIN
+from helpers import (HTTPServer, OpenSSLServer, TCPServer, colon_hex, read_alert_lines, wait_alert_lines)
 from interceptor import BehaveThenForge, Interceptor, spare_openssl_defaults
 
-PKI_SCRIPT = ROOT / "Tests/pki/make-pki.sh"
 
 # A forged chain under the pinned rule (its root is not the pinned one), or a tunnel not covered by its evidence.
 CAUGHT = {"root_mismatch", "evidence_mismatch"}
@@ -29,13 +28,6 @@ STATUS_PAGE = b"<HTML><BODY"        # what `openssl s_server -www` answers
 PAGE = b"hello from upstream"      # what the Python server answers on /
 # What curl -v prints when the server's first flight reaches it.
 CURL_SERVER_HELLO = b"(IN), TLS handshake, Server hello"
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki-tls13")
-    subprocess.run(["bash", str(PKI_SCRIPT), str(d)], check=True, capture_output=True)
-    return PKI(d)
 
 
 @pytest.fixture(scope="module")

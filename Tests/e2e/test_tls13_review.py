@@ -11,7 +11,7 @@ import time
 import pytest
 
 from helpers import connect_via, read_alert_lines, wait_alert_lines
-from test_tls13_adversary import (PAGE, STATUS_PAGE, closing, pki, s_server, start, threaded)  # noqa: F401 (fixtures)
+from test_tls13_adversary import (PAGE, STATUS_PAGE, closing, s_server, start, threaded)  # noqa: F401 (fixtures)
 
 REQUEST = b"GET / HTTP/1.1\r\nHost: genuine.test\r\nConnection: close\r\n\r\n"
 

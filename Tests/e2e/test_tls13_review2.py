@@ -11,7 +11,7 @@ import time
 import pytest
 
 from helpers import HTTPServer, TCPServer, connect_via, read_alert_lines, wait_alert_lines
-from test_tls13_adversary import closing, pki  # noqa: F401 (fixtures)
+from test_tls13_adversary import closing  # noqa: F401 (fixtures)
 
 
 def hosts_file(tmp_path):

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import BIN
 from helpers import free_port, read_alert_lines, wait_alert_lines
-from test_tls13_adversary import pinned_policy, pki  # noqa: F401 (fixture)
+from test_tls13_adversary import pinned_policy  # noqa: F401 (fixture)
 
 PAGE = b"hello from upstream"
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -20,7 +20,7 @@ import pytest
 
 from helpers import read_alert_lines
 from interceptor import LoopbackInterceptor, pump, read_client_hello
-from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, pki, threaded  # noqa: F401 (fixtures)
+from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, threaded  # noqa: F401 (fixtures)
 
 ROUNDS = 10   # each role for A in some round: all ten alike 1 in 512
 FORGED_PAGE = b"hello from the forger"

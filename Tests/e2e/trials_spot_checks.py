@@ -16,7 +16,7 @@ import pytest
 
 from helpers import read_alert_lines
 from test_spot_checks import ForgeFromNowOn, ForgePairless, ForgeWithoutTwin, interception, steady_traffic
-from test_tls13_adversary import closing, hosts_file, pinned_policy, pki  # noqa: F401 (fixtures)
+from test_tls13_adversary import closing, hosts_file, pinned_policy  # noqa: F401 (fixtures)
 
 TRIALS = int(os.environ.get("TRIALS", "6"))
 
