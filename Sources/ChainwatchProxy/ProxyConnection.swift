@@ -215,6 +215,8 @@ final class ProxyConnection: ConnectionDelegate {
             feed(side, from: offset)
         case .clientEndedForInspection:
             inspection?.clientEnded()
+            // A spare no probe will take (the inspection ended): of no use, as after a hello that needs none.
+            if spare != nil, inspection?.awaitsVerdict == false { closeSpare() }
         case .takeHeldRoom(let bytes):
             if worker.heldBudget.take(bytes, client: clientKey) { heldRoom += bytes } else { events.append(.noHeldRoom) }
         case .returnHeldRoom:

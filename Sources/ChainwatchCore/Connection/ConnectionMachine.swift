@@ -610,6 +610,10 @@ public struct ConnectionMachine: Sendable {
             inspecting = false
             out.append(.log(.warning, "blocked: \(reason)"))
             close(resetting: [], &out)
+        case .drop(let reason):
+            inspecting = false
+            out.append(.log(.info, "closed: \(reason)"))
+            close(resetting: [], &out)
         }
     }
 

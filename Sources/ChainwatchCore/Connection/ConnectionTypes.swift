@@ -52,6 +52,9 @@ public enum InspectionDecision: Sendable, Hashable {
     case release
     /// The verdict blocks: both sides close; the client never gets the held server bytes.
     case block(String)
+    /// Nothing to judge, and under a rule that holds nothing unjudged passes: both sides close, the held server bytes
+    /// dropped, without a block (no finding: the client left before its hello).
+    case drop(String)
 }
 
 /// A connect attempt that did not succeed.

@@ -315,6 +315,7 @@ extension InspectionMachine {
                 case .keepReplayCopy: "keepReplayCopy"
                 case .decided(.release): "release"
                 case .decided(.block(let why)): "block(\(why.prefix { $0 != ":" }))"
+                case .decided(.drop): "drop"
                 default: "connection(\(event))"
                 }
             case .probe(_, let fresh): fresh ? "probe(fresh)" : "probe"

@@ -356,12 +356,15 @@ public struct InspectionMachine: Sendable {
         phase = .probingFirst(offer)
     }
 
-    /// The client's stream ended. Before its ClientHello was whole, no handshake will follow on this tunnel: what the
-    /// server sent meanwhile (held for the hello, whose server name may pick the rule) goes to the client, and the
-    /// inspection ends without a finding, as a tunnel that closes before its hello does. Without this, a server that
-    /// answers the client's end with a TLS-looking record (an alert, as TLS servers send to a connection that ends
-    /// before its hello) was held until the idle timeout under `alert`, its bytes never delivered, and under `block`
-    /// blocked with a line at the verdict deadline: a false alarm for a client that only opened a tunnel and left.
+    /// The client's stream ended. Before its ClientHello was whole, no handshake will follow on this tunnel, and the
+    /// inspection ends without a finding, as a tunnel that closes before its hello does. What the server sent
+    /// meanwhile (held for the hello, whose server name may pick the rule) goes to the client under a rule that holds
+    /// nothing (`.release`); under one that holds, nothing unjudged passes, and the tunnel closes (`.drop`: a client
+    /// that has ended cannot begin a handshake, so no server bytes are owed to it, and a rule that blocks what is not
+    /// TLS must not pass a server's bytes that were never classified). Without this, a server that answers the
+    /// client's end with a TLS-looking record (an alert, as TLS servers send to a connection that ends before its
+    /// hello) was held until the idle timeout under `alert`, its bytes never delivered, and under `block` blocked with
+    /// a line at the verdict deadline: a false alarm for a client that only opened a tunnel and left.
     /// After the hello nothing changes: the server's handshake may still come, and is inspected as it does.
     public mutating func clientEnded(_ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
@@ -370,7 +373,7 @@ public struct InspectionMachine: Sendable {
         phase = .finished(nil)
         for deadline in Deadline.allCases { cancel(deadline, &out) }
         letGoOfBuffers(&out)
-        out.append(.connection(.decided(.release)))
+        out.append(.connection(.decided(holds ? .drop("the client ended before its hello") : .release)))
         return out
     }
 

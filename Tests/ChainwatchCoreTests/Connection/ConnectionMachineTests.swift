@@ -241,9 +241,17 @@ import Testing
         #expect(m.handle(.readable(.upstream, buffered: 7)) == [.feedInspection(.upstream, from: 0)])
         #expect(m.handle(.inspected(.upstream)) == [.takeHeldRoom(16_384)])   // held: no verdict yet
         _ = m.handle(.endOfStream(.upstream))
-        // Released: the 7 bytes go and, both ways ended, the tunnel closes (after its output is written).
+        // Released: the 7 bytes go (eagerly: written at once) and, both ways ended, the tunnel closes.
         #expect(m.handle(.decided(.release)) == [.returnHeldRoom, .relay(from: .upstream, count: 7, eager: true), .cancelTimer,
                                                  .close(resetting: [])])
+
+        var dropped = Self.established()   // a rule that holds: nothing unjudged passes, the tunnel closes, no block
+        _ = dropped.handle(.endOfStream(.client))
+        _ = dropped.handle(.readable(.upstream, buffered: 7))
+        _ = dropped.handle(.inspected(.upstream))
+        let closed = dropped.handle(.decided(.drop("the client ended before its hello")))
+        #expect(closed.first == .log(.info, "closed: the client ended before its hello"))
+        #expect(closed.last == .close(resetting: []) && !closed.contains { if case .relay = $0 { true } else { false } })
 
         var decided = Self.established()
         _ = decided.handle(.decided(.release))

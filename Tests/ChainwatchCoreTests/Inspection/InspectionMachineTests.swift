@@ -550,18 +550,19 @@ final class TestResources: InspectionResources {
     // MARK: - HelloRetryRequest, deadlines, the tunnel's end
 
     /// A client that opens a tunnel and ends its stream before a hello, to a TLS server that answers that end with an
-    /// alert record (what a TLS server sends a connection that ends before its hello; the selftest's servers do): the
-    /// alert, held for the hello, goes to the client and nothing is written. Before, the alert waited for a hello that
-    /// could not come: held until the idle timeout under alert, blocked with a line at the verdict deadline under block.
+    /// alert record (what a TLS server sends a connection that ends before its hello; the selftest's servers do): no
+    /// line, and under alert the alert, held for the hello, goes to the client; under block nothing unjudged passes and
+    /// the tunnel closes (`drop`). Before, the alert waited for a hello that could not come: held until the idle
+    /// timeout under alert, blocked with a line at the verdict deadline under block.
     @Test(arguments: [false, true])
-    func aClientThatEndsBeforeItsHelloGetsWhatTheServerSaid(blocking: Bool) throws {
+    func aClientThatEndsBeforeItsHelloEndsTheInspectionQuietly(blocking: Bool) throws {
         let r = TestResources()
         let rule = blocking ? Self.block : Self.alert
         var m = Self.machine(rule, host: "127.0.0.1")
         _ = m.start()
         let alert: [UInt8] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32]
         #expect(Self.feed(&m, .upstream, alert, r) == (blocking ? ["arm(verdict, 5000)", "hold(upstream, 7)"] : []), "held: no hello yet")
-        #expect(Self.strings(m.clientEnded(r)) == (blocking ? ["cancel(clientHello)", "cancel(verdict)", "release"] : ["release"]))
+        #expect(Self.strings(m.clientEnded(r)) == (blocking ? ["cancel(clientHello)", "cancel(verdict)", "drop"] : ["release"]))
         #expect(m.outcome == nil && m.isFinished)
         #expect(Self.strings(m.tunnelClosed(r)).isEmpty)
     }
@@ -577,16 +578,30 @@ final class TestResources: InspectionResources {
         #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls12-rsa.s2c.bin"), r) == ["judge(passive)"])
     }
 
-    /// A client that sent part of a hello (under block its bytes are held until the hello is whole) and ended: no
-    /// hello will come, so its bytes and the server's go.
-    @Test func aClientThatEndsInsideItsHelloLetsBothSidesGo() throws {
+    /// A client that sent part of a hello and ended: no hello will come. Under alert its bytes and the server's go;
+    /// under block (its bytes held until the hello is whole) the tunnel closes with nothing passed either way.
+    @Test(arguments: [false, true])
+    func aClientThatEndsInsideItsHelloEndsTheInspectionQuietly(blocking: Bool) throws {
+        let r = TestResources()
+        var m = Self.machine(blocking ? Self.block : Self.alert, host: "rsa.chainwatch.test")
+        _ = m.start()
+        let hello = try TLSFixture.bytes("tls12-rsa.c2s.bin"), server = try TLSFixture.bytes("tls12-rsa.s2c.bin")
+        #expect(Self.feed(&m, .client, Array(hello.prefix(20)), r).isEmpty)
+        _ = Self.feed(&m, .upstream, Array(server.prefix(3)), r)   // the start of a record: held, no hello yet
+        #expect(Self.strings(m.clientEnded(r)) == (blocking ? ["cancel(clientHello)", "cancel(verdict)", "drop"] : ["release"]))
+        #expect(m.outcome == nil)
+    }
+
+    /// A client whose whole hello and end come in one read is inspected as ever: the hello is fed first (the end is
+    /// read after the bytes before it), so its end changes nothing.
+    @Test func aHelloAndTheEndInOneReadAreStillInspected() throws {
         let r = TestResources()
         var m = Self.machine(Self.block, host: "rsa.chainwatch.test")
-        #expect(Self.strings(m.start()) == ["hold(upstream, 0)", "hold(client, 0)", "arm(clientHello, \(Self.settings.clientHoldMilliseconds))"])
-        let hello = try TLSFixture.bytes("tls12-rsa.c2s.bin")
-        #expect(Self.feed(&m, .client, Array(hello.prefix(20)), r).isEmpty)
-        #expect(Self.strings(m.clientEnded(r)) == ["cancel(clientHello)", "release"])
-        #expect(m.outcome == nil)
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+        #expect(Self.strings(m.clientEnded(r)).isEmpty)
+        #expect(!m.isFinished)
+        #expect(Self.feed(&m, .upstream, try TLSFixture.bytes("tls12-rsa.s2c.bin"), r).contains("judge(passive)"))
     }
 
 
