@@ -158,3 +158,41 @@ def test_a_client_that_leaves_before_its_hello_ends_its_tunnel_quietly(start_pro
         assert got == b"" and ended < 1.5, (got, ended)
     time.sleep(max(0, 3.2 - (time.monotonic() - started)))   # past the verdict deadline
     assert wait_alert_lines(proxy.alert_log, server.port, 1, timeout=0.3) == []
+
+
+def test_bytes_held_until_both_ends_have_ended_all_reach_the_client(start_proxy, tmp_path, closing):
+    """A server that sends 192 KiB of TLS-looking records at once and closes, and a client (a 4 KiB receive buffer)
+    that ends its stream half a second later, before any hello: the records, held for a hello, are released at the
+    client's end with both ways ended. Every byte must still arrive: before, the close was decided in the same step as
+    the relay and discarded what the write had not taken yet (the client got 0 of 196 668 bytes)."""
+    import os
+    import socket
+    records = b"".join(b"\x16\x03\x03\x40\x00" + os.urandom(0x4000) for _ in range(12))
+
+    def speak_first(conn):
+        conn.sendall(records)
+
+    server = closing(TCPServer(speak_first))
+    hosts, policy = block_everything(tmp_path, "first.test")
+    policy.write_text("version: 1\ndefaults:\n  action: alert\n  anchors: [system]\nrules: []\n")
+    proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts))
+    with socket.socket() as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.settimeout(5)
+        client.connect(("127.0.0.1", proxy.port))
+        client.sendall(f"CONNECT first.test:{server.port} HTTP/1.1\r\nHost: first.test\r\n\r\n".encode())
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            byte = client.recv(1)
+            assert byte, head
+            head += byte
+        time.sleep(0.5)   # the server's records are in, held
+        client.shutdown(socket.SHUT_WR)
+        time.sleep(0.5)   # the proxy writes what the small window takes, and must keep the rest
+        got = b""
+        while True:
+            data = client.recv(65536)   # raises after 5 s: the end did not come
+            if not data:
+                break
+            got += data
+    assert len(got) == len(records) and got == records, f"{len(got)} of {len(records)} bytes, or other bytes"

@@ -442,6 +442,10 @@ public struct ConnectionMachine: Sendable {
         sides[side].fed = max(0, sides[side].fed - count)
         sides[side].relayed += count
         sides[side].streamRelayed += count
+        // Queued until the executor says how much of it is left (`.queued`, right after the relay): a close decided in
+        // the same step (`finishHalfCloses`, both ways ended when a verdict releases what was held) would otherwise
+        // see nothing queued and discard what the write had not taken yet.
+        sides[side.other].queued += count
         out.append(.relay(from: side, count: count, eager: sides[side].relayed <= limits.eagerBytes))
     }
 
