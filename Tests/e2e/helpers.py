@@ -131,11 +131,14 @@ def read_response(sock):
     return status, head, recv_until_closed(sock, body)
 
 
-def connect_via(proxy_port, target, proxy_host="127.0.0.1", timeout=10, early=False):
+def connect_via(proxy_port, target, proxy_host="127.0.0.1", timeout=10, early=False, receive_buffer=None):
     """Opens a CONNECT tunnel; returns (socket, status, head), plus the upstream's first bytes if `early`
-    (a server that speaks first may already have sent some with the proxy's answer)."""
+    (a server that speaks first may already have sent some with the proxy's answer). `receive_buffer`: SO_RCVBUF,
+    set before the connect (a small window)."""
     family = socket.AF_INET6 if ":" in proxy_host else socket.AF_INET
     s = socket.socket(family)
+    if receive_buffer is not None:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
     s.settimeout(timeout)
     s.connect((proxy_host, proxy_port))
     s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import TCPServer, block_everything, wait_alert_lines
+from helpers import TCPServer, block_everything, connect_via, wait_alert_lines
 from test_tls13_adversary import closing  # noqa: F401 (fixtures)
 
 
@@ -133,14 +133,9 @@ def test_a_client_that_leaves_before_its_hello_ends_its_tunnel_quietly(start_pro
     if action == "alert":
         policy.write_text("version: 1\ndefaults:\n  action: alert\n  anchors: [system]\nrules: []\n")
     proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "2")
-    with socket.create_connection(("127.0.0.1", proxy.port), timeout=6) as client:
-        client.sendall(f"CONNECT early.test:{server.port} HTTP/1.1\r\nHost: early.test\r\n\r\n".encode())
-        head = b""
-        while not head.endswith(b"\r\n\r\n"):
-            byte = client.recv(1)
-            assert byte, head
-            head += byte
-        assert head.startswith(b"HTTP/1.1 200"), head
+    client, status, head = connect_via(proxy.port, f"early.test:{server.port}", timeout=6)
+    with client:
+        assert status == 200, head
         started = time.monotonic()
         client.shutdown(socket.SHUT_WR)
         got, first = b"", None
@@ -176,16 +171,10 @@ def test_bytes_held_until_both_ends_have_ended_all_reach_the_client(start_proxy,
     hosts, policy = block_everything(tmp_path, "first.test")
     policy.write_text("version: 1\ndefaults:\n  action: alert\n  anchors: [system]\nrules: []\n")
     proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts))
-    with socket.socket() as client:
-        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        client.settimeout(5)
-        client.connect(("127.0.0.1", proxy.port))
-        client.sendall(f"CONNECT first.test:{server.port} HTTP/1.1\r\nHost: first.test\r\n\r\n".encode())
-        head = b""
-        while not head.endswith(b"\r\n\r\n"):
-            byte = client.recv(1)
-            assert byte, head
-            head += byte
+    client, status, head, early = connect_via(proxy.port, f"first.test:{server.port}", timeout=5, early=True,
+                                              receive_buffer=4096)
+    with client:
+        assert status == 200 and early == b"", (head, len(early))   # nothing passes before the client's hello
         time.sleep(0.5)   # the server's records are in, held
         client.shutdown(socket.SHUT_WR)
         time.sleep(0.5)   # the proxy writes what the small window takes, and must keep the rest
