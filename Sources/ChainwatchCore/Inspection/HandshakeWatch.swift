@@ -99,6 +99,9 @@ public struct HandshakeWatch: Sendable {
     /// Whether the client's hello has been seen (the rule by SNI can be picked). Stored, not computed: the executor
     /// asks on every read, and a computed property of a struct held in a class is called on a copy of the whole watch.
     public private(set) var sawClientHello = false
+    /// How many of the client's bytes the records carrying its ClientHello took (0 before it is whole): what the
+    /// client sent after it starts there.
+    public private(set) var clientHelloEnd = 0
 
     /// Feeds client → server bytes.
     public mutating func client(_ bytes: some Collection<UInt8>) -> Need {
@@ -112,6 +115,7 @@ public struct HandshakeWatch: Sendable {
             if case .clientHello(var hello) = fact {
                 hello.recordVersion = clientObserver.firstRecordVersion ?? hello.recordVersion
                 clientHello = hello
+                clientHelloEnd = clientObserver.consumedByteCount
                 return .moreBytes
             }
             if case .encrypted = fact { return decide(.notTLS("client: encrypted data before a ClientHello")) }

@@ -365,9 +365,18 @@ public struct InspectionMachine: Sendable {
     /// client's end with a TLS-looking record (an alert, as TLS servers send to a connection that ends before its
     /// hello) was held until the idle timeout under `alert`, its bytes never delivered, and under `block` blocked with
     /// a line at the verdict deadline: a false alarm for a client that only opened a tunnel and left.
-    /// After the hello nothing changes: the server's handshake may still come, and is inspected as it does.
+    /// After the hello nothing changes (the server's handshake may still come, and is inspected as it does), but for
+    /// one case: under a rule that holds, a client that ends after its server's HelloRetryRequest having sent nothing
+    /// after its first hello will not send the second one, and without it the server shows no chain. Its tunnel
+    /// closes as one that ended does (a probe on its way is still judged and reported), without waiting for the
+    /// verdict deadline and a `handshake_timeout` line about a client that left.
     public mutating func clientEnded(_ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []
+        if holds, !isFinished, watch.sawHelloRetry, watch.serverHello == nil, retry.clientStreamBytes <= watch.clientHelloEnd {
+            out = tunnelClosed(resources)
+            out.append(.connection(.decided(.drop("the client left after a HelloRetryRequest"))))
+            return out
+        }
         guard case .watching = phase, !watch.sawClientHello else { return out }
         holdsClientBytes = false
         phase = .finished(nil)

@@ -613,6 +613,45 @@ final class TestResources: InspectionResources {
         #expect(Self.feed(&m, .upstream, Array(s2c[hrrLength...]), chunk: chunk, r) == ["probe"])
     }
 
+    /// A client that ends after its server's HelloRetryRequest, without a second hello: under block its tunnel closes
+    /// at once (`drop`) and no line is written, warm (the tunnel watching) and at a first contact (a pair's probe on
+    /// its way, whose result is still judged); under alert nothing is held and nothing changes. A client that sent
+    /// its second hello before its end is still inspected.
+    @Test(arguments: [false, true])
+    func aClientThatLeavesAfterAHelloRetryRequestEndsItsTunnelQuietly(firstContact: Bool) throws {
+        let c2s = try TLSFixture.bytes("tls13-hrr.c2s.bin"), s2c = try TLSFixture.bytes("tls13-hrr.s2c.bin")
+        let firstHello = Array(c2s[..<(5 + (Int(c2s[3]) << 8 | Int(c2s[4])))])
+        let hrr = Array(s2c[..<(5 + (Int(s2c[3]) << 8 | Int(s2c[4])))])
+        var watch = HandshakeWatch()
+        _ = watch.client(c2s)
+        let offer = ClientOffer(mirroring: try #require(watch.clientHello))
+        for rule in [Self.block, Self.alert] {
+            let r = TestResources()
+            if !firstContact { r.cached = [offer] }
+            var m = Self.machine(rule, host: "localhost")
+            _ = m.start()
+            _ = Self.feed(&m, .client, firstHello, r)
+            _ = Self.feed(&m, .upstream, hrr, r)
+            let ended = Self.strings(m.clientEnded(r))
+            if rule.action == .block {
+                #expect(ended.last == "drop" && !ended.contains { $0.hasPrefix("writeFinding") }, "\(ended)")
+                #expect(!ended.contains { $0.hasPrefix("arm(") })
+                #expect(Self.strings(m.deadlineFired(.verdict, r)).allSatisfy { !$0.hasPrefix("writeFinding") })
+            } else {
+                #expect(ended.isEmpty, "\(ended)")
+            }
+        }
+        // The second hello sent before the end: still inspected.
+        let r = TestResources()
+        r.cached = [offer]
+        var sent = Self.machine(Self.block, host: "localhost")
+        _ = sent.start()
+        _ = Self.feed(&sent, .client, firstHello, r)
+        _ = Self.feed(&sent, .upstream, hrr, r)
+        _ = Self.feed(&sent, .client, Array(c2s[firstHello.count...]), r)
+        #expect(Self.strings(sent.clientEnded(r)).isEmpty && !sent.isFinished)
+    }
+
     /// Under a hold, a server that shows no chain within the deadline blocks the tunnel (a forger could otherwise stall
     /// past it), and marks nobody.
     @Test func aServerThatStallsIsBlockedAtTheVerdictDeadline() throws {
