@@ -53,7 +53,7 @@ public enum InspectionDecision: Sendable, Hashable {
     /// The verdict blocks: both sides close; the client never gets the held server bytes.
     case block(String)
     /// Nothing to judge, and under a rule that holds nothing unjudged passes: both sides close, the held server bytes
-    /// dropped, without a block (no finding: the client left before its hello).
+    /// dropped, without a block (no finding: the client left before its handshake could show a chain).
     case drop(String)
 }
 
