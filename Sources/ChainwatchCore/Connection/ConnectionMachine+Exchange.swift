@@ -37,7 +37,11 @@ extension ConnectionMachine {
                 out.append(.consume(.upstream, length))
                 consumeBuffered(.upstream, length)
                 responseHeadEnded(&out)
-                if !interim || exchange!.clientVersion == "HTTP/1.1" { out.append(.write(.client, HTTPWriter.bytes(of: head))) }
+                if !interim || exchange!.clientVersion == "HTTP/1.1" {
+                    let bytes = HTTPWriter.bytes(of: head)
+                    sides[.client].queued += bytes.count   // as `emitRelay` counts: a body-less response closes next
+                    out.append(.write(.client, bytes))
+                }
                 if !interim, exchange!.responseBody!.isComplete { finishExchange(&out); return }   // no body (204, 304, HEAD)
                 // What follows the head is read afresh from the start of the input: the head's reader saw only a
                 // window of it.
@@ -53,7 +57,7 @@ extension ConnectionMachine {
 
     private mutating func moveExchangeBytes(from side: Side, _ count: Int, _ out: inout [Action]) {
         consumeBuffered(side, count)
-        out.append(.relay(from: side, count: count, eager: true))
+        emitRelay(from: side, count: count, eager: true, &out)
     }
 
     /// After bytes were queued for `side` during an exchange.

@@ -442,11 +442,16 @@ public struct ConnectionMachine: Sendable {
         sides[side].fed = max(0, sides[side].fed - count)
         sides[side].relayed += count
         sides[side].streamRelayed += count
-        // Queued until the executor says how much of it is left (`.queued`, right after the relay): a close decided in
-        // the same step (`finishHalfCloses`, both ways ended when a verdict releases what was held) would otherwise
-        // see nothing queued and discard what the write had not taken yet.
+        emitRelay(from: side, count: count, eager: sides[side].relayed <= limits.eagerBytes, &out)
+    }
+
+    /// `.relay`, its bytes counted as queued for the other side until the executor says how much is left (`.queued`,
+    /// right after the relay): a close decided in the same step (`finishHalfCloses` when a verdict releases what was
+    /// held with both ways ended, `finishExchange` after a response's last bytes) would otherwise see nothing queued,
+    /// and `Connection.close` discards what the write had not taken yet.
+    mutating func emitRelay(from side: Side, count: Int, eager: Bool, _ out: inout [Action]) {
         sides[side.other].queued += count
-        out.append(.relay(from: side, count: count, eager: sides[side].relayed <= limits.eagerBytes))
+        out.append(.relay(from: side, count: count, eager: eager))
     }
 
     /// Bytes held for the verdict, both sides together: those past a side's allowance, or all a side has while the

@@ -371,18 +371,14 @@ public struct InspectionMachine: Sendable {
     /// closes as one that ended does (a probe on its way is still judged and reported), without waiting for the
     /// verdict deadline and a `handshake_timeout` line about a client that left.
     public mutating func clientEnded(_ resources: any InspectionResources) -> [Action] {
-        var out: [Action] = []
-        if holds, !isFinished, watch.sawHelloRetry, watch.serverHello == nil, retry.clientStreamBytes <= watch.clientHelloEnd {
-            out = tunnelClosed(resources)
-            out.append(.connection(.decided(.drop("the client left after a HelloRetryRequest"))))
-            return out
-        }
-        guard case .watching = phase, !watch.sawClientHello else { return out }
-        holdsClientBytes = false
-        phase = .finished(nil)
-        for deadline in Deadline.allCases { cancel(deadline, &out) }
-        letGoOfBuffers(&out)
-        out.append(.connection(.decided(holds ? .drop("the client ended before its hello") : .release)))
+        guard !isFinished else { return [] }
+        let beforeHello = !watch.sawClientHello   // still watching: a pair or a probe starts at the hello
+        let leftAfterRetry = holds && watch.sawHelloRetry && watch.serverHello == nil
+            && retry.clientStreamBytes <= watch.clientHelloEnd
+        guard beforeHello || leftAfterRetry else { return [] }
+        var out = tunnelClosed(resources)
+        let why = beforeHello ? "the client ended before its hello" : "the client left after a HelloRetryRequest"
+        out.append(.connection(.decided(holds ? .drop(why) : .release)))
         return out
     }
 

@@ -531,3 +531,31 @@ import Testing
         #expect(m.handle(.connected) == [.ignored("connected in readingRequest")])
     }
 }
+
+extension ConnectionMachineTests {
+    /// A plain-HTTP response that ends with `Connection: close`: its last bytes are relayed and the exchange finishes in
+    /// the same step. The close must wait for the executor to say the bytes are written (`Connection.close` discards
+    /// what is still queued). Here the head's write and the body's relay are both counted as queued, so this fails only
+    /// when both are not (the relay's count alone: `theClientsEndIsToldToTheInspectionWhileItInspects`).
+    @Test func aClosingExchangeWaitsForItsLastBytesToBeWritten() {
+        var m = ConnectionMachine(limits: ConnectionLimits())
+        let request = Array("GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n".utf8)
+        _ = m.handle(.started)
+        _ = m.handle(.readable(.client, buffered: request.count))
+        _ = m.handle(.peeked(.client, request))
+        _ = m.handle(.vetted(nil))
+        _ = m.handle(.resolved(addressCount: 1))
+        _ = m.handle(.connected)
+        _ = m.handle(.queued(.upstream, 0))
+        let response = Array("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello".utf8)
+        var out = m.handle(.readable(.upstream, buffered: response.count))
+        for _ in 0..<4 {
+            guard case .peek(.upstream, let from, let max)? = out.last else { break }
+            out = m.handle(.peeked(.upstream, Array(response[min(from, response.count)..<min(response.count, from + max)])))
+        }
+        #expect(out.contains(.relay(from: .upstream, count: 5, eager: true)), "\(out)")
+        #expect(!out.contains(.close(resetting: [])), "closed in the step that relayed the last bytes: \(out)")
+        #expect(m.handle(.queued(.client, 5)).isEmpty)
+        #expect(m.handle(.drained(.client, queued: 0)).last == .close(resetting: []))
+    }
+}
