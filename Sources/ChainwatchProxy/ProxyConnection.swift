@@ -213,8 +213,8 @@ final class ProxyConnection: ConnectionDelegate {
             startInspection()
         case .feedInspection(let side, let offset):
             feed(side, from: offset)
-        case .clientEndedForInspection:
-            inspection?.clientEnded()
+        case .endedForInspection(let side):
+            if side == .client { inspection?.clientEnded() } else { inspection?.serverEnded() }
             // A spare no probe will take (the inspection ended): of no use, as after a hello that needs none.
             if spare != nil, inspection?.awaitsVerdict == false { closeSpare() }
         case .takeHeldRoom(let bytes):

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from helpers import TCPServer, block_everything, connect_via, wait_alert_lines
+from test_hostile_round3 import client_hello
 from test_tls13_adversary import closing  # noqa: F401 (fixtures)
 
 
@@ -171,7 +172,9 @@ def test_bytes_held_until_both_ends_have_ended_all_reach_the_client(start_proxy,
     hosts, policy = block_everything(tmp_path, "first.test")
     policy.write_text("version: 1\ndefaults:\n  action: alert\n  anchors: [system]\nrules: []\n")
     proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts))
-    client, status, head, early = connect_via(proxy.port, f"first.test:{server.port}", timeout=5, early=True,
+    # A CONNECT to an address: the hello's SNI could still pick a rule that holds, so the server's own end releases
+    # nothing (to a name it would: test_a_server_that_speaks_first_and_ends_reaches_its_client_at_once).
+    client, status, head, early = connect_via(proxy.port, f"127.0.0.1:{server.port}", timeout=5, early=True,
                                               receive_buffer=4096)
     with client:
         assert status == 200 and early == b"", (head, len(early))   # nothing passes before the client's hello
@@ -185,3 +188,83 @@ def test_bytes_held_until_both_ends_have_ended_all_reach_the_client(start_proxy,
                 break
             got += data
     assert len(got) == len(records) and got == records, f"{len(got)} of {len(records)} bytes, or other bytes"
+
+
+def read_to_end(client):
+    """Everything the client gets until the end of its stream (raises at its socket's timeout: no end came)."""
+    got = b""
+    while True:
+        data = client.recv(65536)
+        if not data:
+            return got
+        got += data
+
+
+SERVER_HELLO_THEN_END = record(22, handshake(2, b"\x03\x03" + b"\x42" * 32 + b"\x00" + b"\xc0\x2b\x00" + b"\x00\x00")) \
+    + b"\x16\x03\x03" + (10004).to_bytes(2, "big") + b"\x0b" + (10000).to_bytes(3, "big")
+
+
+def ending_mid_handshake(conn):
+    """Reads the ClientHello, sends a TLS 1.2 ServerHello and the start of a Certificate, then ends its stream (a FIN:
+    the connection is read on until the client leaves, so no reset)."""
+    import socket
+    conn.recv(65536)
+    conn.sendall(SERVER_HELLO_THEN_END)
+    conn.shutdown(socket.SHUT_WR)
+    conn.settimeout(10)
+    while conn.recv(65536):
+        pass
+
+
+@pytest.mark.parametrize("action", ["alert", "block"])
+def test_a_server_that_ends_mid_handshake_is_not_waited_for(start_proxy, tmp_path, closing, action):
+    """A server that ends its stream after its ServerHello, before its chain: its handshake cannot complete. Under
+    block the client's tunnel closes at once with nothing passed and no line; under alert its bytes and its end reach
+    the client at once; no line either way. Before, under block the client waited for the verdict deadline (4 s here)
+    and a `handshake_timeout` line was written about a server that had left (an upstream reset at the same point ended
+    quietly at once)."""
+    server = closing(TCPServer(ending_mid_handshake))
+    hosts, policy = block_everything(tmp_path, "cut.test")
+    if action == "alert":
+        policy.write_text("version: 1\ndefaults:\n  action: alert\n  anchors: [system]\nrules: []\n")
+    proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts), "--probe-timeout", "4")
+    client, status, head = connect_via(proxy.port, f"cut.test:{server.port}", timeout=8)
+    with client:
+        assert status == 200, head
+        started = time.monotonic()
+        client.sendall(client_hello("cut.test"))   # TLS 1.2 at most: no probe
+        got = read_to_end(client)
+        ended = time.monotonic() - started
+    assert got == (SERVER_HELLO_THEN_END if action == "alert" else b""), got.hex()
+    assert ended < 2, f"the end took {ended:.1f} s"
+    time.sleep(max(0, 4.3 - (time.monotonic() - started)))   # past the verdict deadline
+    assert wait_alert_lines(proxy.alert_log, server.port, 1, timeout=0.3) == []
+
+
+def test_a_server_that_speaks_first_and_ends_reaches_its_client_at_once(start_proxy, tmp_path, closing):
+    """Under alert, a server that sends a TLS-looking record before any client hello and ends (a TLS server that
+    timed out a client that sent nothing) to a CONNECT to a name: no handshake can follow, so its record and its end
+    reach the client at once, with no line. Before, the record was held for a hello that could not be answered: until
+    the client's hello or end, or the 30 s half-closed timeout."""
+    import socket
+    alert_record = record(21, b"\x02\x28")
+
+    def speak_first_and_end(conn):
+        conn.sendall(alert_record)
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(10)
+        while conn.recv(65536):
+            pass
+
+    server = closing(TCPServer(speak_first_and_end))
+    hosts, policy = block_everything(tmp_path, "spoke.test")
+    policy.write_text("version: 1\ndefaults:\n  action: alert\n  anchors: [system]\nrules: []\n")
+    proxy = start_proxy("--policy", str(policy), "--hosts", str(hosts))
+    client, status, head, early = connect_via(proxy.port, f"spoke.test:{server.port}", timeout=3, early=True)
+    with client:
+        assert status == 200, head
+        started = time.monotonic()
+        got = early + read_to_end(client)   # raises after 3 s: held
+        ended = time.monotonic() - started
+    assert got == alert_record and ended < 1.5, (got.hex(), ended)
+    assert wait_alert_lines(proxy.alert_log, server.port, 1, timeout=0.5) == []

@@ -87,9 +87,9 @@ extension ConnectionMachine {
         case returnHeldRoom
         /// Gives the inspection `side`'s buffered input from byte `from` on; answered by `.inspected(side)`.
         case feedInspection(Side, from: Int)
-        /// Tells the inspection that the client's stream ended, every byte of it fed (a handshake it had not begun will
-        /// not come); what that decides comes back as events.
-        case clientEndedForInspection
+        /// Tells the inspection that a side's stream ended, every byte of it fed (a handshake the client had not begun,
+        /// or the rest of a server's, will not come); what that decides comes back as events.
+        case endedForInspection(Side)
         /// Moves the first `count` bytes of `from`'s input to the other side's output (zero-copy); `eager` sends them
         /// at once when nothing is queued before them.
         case relay(from: Side, count: Int, eager: Bool)

@@ -566,7 +566,7 @@ public struct ConnectionMachine: Sendable {
         case .relaying:
             let first = !sides[side.other].pauses.contains(.ended)
             pause(side, .ended)
-            if side == .client, inspecting { out.append(.clientEndedForInspection) }
+            if inspecting { out.append(.endedForInspection(side)) }
             setReading(&out)
             finishHalfCloses(&out)
             if first { halfClosed(&out) }

@@ -205,6 +205,14 @@ public struct HandshakeWatch: Sendable {
         }
     }
 
+    /// The server will send nothing more (its stream ended, or the tunnel closed): a chain read and waiting for the
+    /// CertificateStatus its ServerHello promised is all it will show, and is returned without a staple, as at the end
+    /// of its flight. Nil when no such chain waits (nothing else is decided by an end).
+    public mutating func serverStreamEnded() -> Need? {
+        guard decided == nil, let ders = chainAwaitingStatus else { return nil }
+        return decideByServer(.chain(ders))
+    }
+
     /// The probe repeats the client's whole offer, so an interceptor cannot tell it from the client by its
     /// fingerprint, and a server picks the same certificate for both. No ClientHello (cannot happen in a tunnel, whose
     /// server never speaks first): an empty offer, which the probe fills with its defaults.

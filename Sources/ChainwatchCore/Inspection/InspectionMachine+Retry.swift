@@ -23,6 +23,43 @@ struct RetryPairing: Sendable {
     var clientWhole = false
     /// The client's bytes fed so far (the stream offset a hold starts at).
     var clientStreamBytes = 0
+    /// What the client sent after its first hello, under a rule that holds (`clientEnded`: a client that only answered
+    /// the retry with an alert has left it too).
+    var clientTail = AlertsOnly()
+}
+
+/// Walks the record headers of a client's bytes after its first ClientHello: whether all of them are alert and
+/// ChangeCipherSpec records (no second hello, no data begun). Constant memory, any chunking; stops at the first other
+/// record type.
+struct AlertsOnly: Sendable, Equatable {
+    private(set) var holds = true
+    /// The record header's byte read next (0-4), the length's high byte, and the body bytes still to skip.
+    private var headerByte = 0
+    private var lengthHigh: UInt8 = 0
+    private var bodyLeft = 0
+
+    mutating func feed(_ bytes: some Collection<UInt8>) {
+        guard holds else { return }
+        var i = bytes.startIndex
+        while i != bytes.endIndex {
+            if bodyLeft > 0 {
+                let skipped = min(bodyLeft, bytes.distance(from: i, to: bytes.endIndex))
+                bodyLeft -= skipped
+                i = bytes.index(i, offsetBy: skipped)
+                continue
+            }
+            let byte = bytes[i]
+            i = bytes.index(after: i)
+            switch headerByte {
+            case 0:
+                guard byte == 20 || byte == 21 else { holds = false; return }   // ChangeCipherSpec, alert
+            case 3: lengthHigh = byte
+            case 4: bodyLeft = Int(lengthHigh) << 8 | Int(byte)
+            default: break
+            }
+            headerByte = headerByte == 4 ? 0 : headerByte + 1
+        }
+    }
 }
 
 extension InspectionMachine {

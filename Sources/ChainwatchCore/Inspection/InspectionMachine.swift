@@ -44,6 +44,8 @@ public struct InspectionMachine: Sendable {
     var armed = DeadlineSet()
     var verdictDeadlineStarted = false
     private var sawServerBytes = false
+    /// The server's bytes read on the tunnel's current upstream connection (what `passedServerBytes` is an offset in).
+    private var serverStreamBytes = 0
     var tunnelEnded = false
     /// The server stream offset up to which bytes may pass while held (a HelloRetryRequest's), as last told.
     var passedServerBytes = 0
@@ -130,6 +132,10 @@ public struct InspectionMachine: Sendable {
         }
         let hadHello = watch.sawClientHello
         let need = watch.client(bytes)
+        if holds, watch.sawClientHello, retry.clientTail.holds {
+            let tail = min(bytes.count, retry.clientStreamBytes - watch.clientHelloEnd)
+            if tail > 0 { retry.clientTail.feed(bytes.suffix(tail)) }
+        }
         if !hadHello, let hello = watch.clientHello {
             if facts.serverName == nil, let sni = hello.serverName {
                 facts.serverName = sni
@@ -157,6 +163,7 @@ public struct InspectionMachine: Sendable {
         if !sawServerBytes, holds, !verdictDeadlineStarted { startVerdictDeadline(&out) }
         let firstServerBytes = !sawServerBytes
         sawServerBytes = true
+        serverStreamBytes += bytes.count
         let need = watch.server(bytes)
         if let hello = watch.serverHello, facts.protocolVersion == nil {
             facts.protocolVersion = hello.version
@@ -349,6 +356,7 @@ public struct InspectionMachine: Sendable {
         out.append(.connection(.redial))
         watch.restartServer()
         sawServerBytes = false
+        serverStreamBytes = 0
         cancel(.verdict, &out)
         verdictDeadlineStarted = false
         facts.protocolVersion = nil
@@ -369,16 +377,49 @@ public struct InspectionMachine: Sendable {
     /// one case: under a rule that holds, a client that ends after its server's HelloRetryRequest having sent nothing
     /// after its first hello will not send the second one, and without it the server shows no chain. Its tunnel
     /// closes as one that ended does (a probe on its way is still judged and reported), without waiting for the
-    /// verdict deadline and a `handshake_timeout` line about a client that left.
+    /// verdict deadline and a `handshake_timeout` line about a client that left. So does one that sent only alerts
+    /// (refusing the retry) and compatibility ChangeCipherSpecs after its first hello (`AlertsOnly`).
     public mutating func clientEnded(_ resources: any InspectionResources) -> [Action] {
         guard !isFinished else { return [] }
         let beforeHello = !watch.sawClientHello   // still watching: a pair or a probe starts at the hello
-        let leftAfterRetry = holds && watch.sawHelloRetry && watch.serverHello == nil
-            && retry.clientStreamBytes <= watch.clientHelloEnd
+        let leftAfterRetry = holds && watch.sawHelloRetry && watch.serverHello == nil && retry.clientTail.holds
         guard beforeHello || leftAfterRetry else { return [] }
         var out = tunnelClosed(resources)
         let why = beforeHello ? "the client ended before its hello" : "the client left after a HelloRetryRequest"
         out.append(.connection(.decided(holds ? .drop(why) : .release)))
+        return out
+    }
+
+    /// The server's stream ended (its FIN; the client may still send). No more of its handshake will come on this
+    /// connection, so a handshake whose server bytes are held, and whose evidence is not all in, can never complete:
+    /// - Under a rule that holds, with server bytes held (past what may pass, a HelloRetryRequest's or a refusal's),
+    ///   the inspection ends as when the tunnel closes (evidence on its way is still judged and reported; a TLS 1.3
+    ///   flight being weighed is compared as ended, which a flight short of the probe's fails), and the tunnel closes
+    ///   with nothing of the server's passed (`.drop`), unless that ending reached a verdict, which decides itself.
+    ///   Before, the client waited for the verdict deadline (TLS ≤ 1.2, or no ServerHello) or the flight deadline
+    ///   (TLS 1.3), and got a `handshake_timeout` line about a server that had left; an upstream reset at the same
+    ///   point ended quietly at once, as this end now does.
+    /// - Under a rule that holds nothing, before the client's hello (a server that spoke first, TLS-looking bytes, and
+    ///   ended): what it sent goes to the client (`.release`), as no handshake can follow. Only when no server name can
+    ///   change the rule: for a CONNECT to an address the hello's SNI picks it, and may pick one that holds, so that
+    ///   tunnel waits for the hello, or the client's end, as before.
+    /// - Otherwise nothing changes: the bytes flowed, or a chain is being judged, or nothing is held.
+    public mutating func serverEnded(_ resources: any InspectionResources) -> [Action] {
+        guard !isFinished, sawServerBytes else { return [] }
+        switch phase {
+        case .watching, .pairing, .probing, .weighing: break
+        case .probingFirst, .judgingFirstProbe, .judging, .finished: return []   // a chain is judged (or none is due)
+        }
+        if holds {
+            guard serverStreamBytes > passedServerBytes else { return [] }   // nothing held: the end passes
+            var out = tunnelClosed(resources)
+            if case .finished(_?) = phase { return out }   // `finish` decided (a flight found short, say)
+            out.append(.connection(.decided(.drop("the server ended its connection mid-handshake"))))
+            return out
+        }
+        guard !watch.sawClientHello, HostName.ipAddressBytes(facts.connectHost) == nil else { return [] }
+        var out = tunnelClosed(resources)
+        out.append(.connection(.decided(.release)))
         return out
     }
 
@@ -395,6 +436,8 @@ public struct InspectionMachine: Sendable {
         releaseProbeClose(&out)
         holdsClientBytes = false
         if case .weighing = phase { weigh(flightEnded: false, resources, &out) }
+        // A TLS ≤ 1.2 chain that waited for its promised staple is all the server showed: judged, and reported.
+        if case .watching = phase, let need = watch.serverStreamEnded() { handle(need, resources, &out) }
         guard case .watching = phase else { return out }   // a probe or a judgement is on its way
         phase = .finished(nil)
         for deadline in Deadline.allCases { cancel(deadline, &out) }

@@ -81,6 +81,9 @@ final class TunnelInspection {
     /// The client's stream ended (the tunnel may still carry the server's bytes to it).
     func clientEnded() { run(machine.clientEnded(resources)) }
 
+    /// The server's stream ended (the tunnel may still carry the client's bytes to it).
+    func serverEnded() { run(machine.serverEnded(resources)) }
+
     /// The tunnel closed: what is on its way is still judged and reported.
     func tunnelClosed() { run(machine.tunnelClosed(resources)) }
 

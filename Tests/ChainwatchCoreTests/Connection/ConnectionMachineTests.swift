@@ -232,15 +232,16 @@ import Testing
         #expect(m.handle(.drained(.client, queued: 0)) == [.cancelTimer, .close(resetting: [])])
     }
 
-    /// The client's end reaches the inspection while it inspects (a handshake it had not begun will not come), and the
-    /// server's bytes held for it go once it releases; after the verdict there is nothing to tell.
-    @Test func theClientsEndIsToldToTheInspectionWhileItInspects() {
+    /// Each side's end reaches the inspection while it inspects (a handshake the client had not begun, or the rest of
+    /// a server's, will not come), and the server's bytes held go once it releases; after the verdict there is
+    /// nothing to tell.
+    @Test func eachSidesEndIsToldToTheInspectionWhileItInspects() {
         var m = Self.established()
-        #expect(m.handle(.endOfStream(.client)) == [.clientEndedForInspection, .setReading(.client, false), .shutdownWrite(.upstream),
+        #expect(m.handle(.endOfStream(.client)) == [.endedForInspection(.client), .setReading(.client, false), .shutdownWrite(.upstream),
                                                     .schedule(milliseconds: 30_000)])
         #expect(m.handle(.readable(.upstream, buffered: 7)) == [.feedInspection(.upstream, from: 0)])
         #expect(m.handle(.inspected(.upstream)) == [.takeHeldRoom(16_384)])   // held: no verdict yet
-        _ = m.handle(.endOfStream(.upstream))
+        #expect(m.handle(.endOfStream(.upstream)).first == .endedForInspection(.upstream))
         // Released: the 7 bytes go, and the tunnel closes once the executor says they are written (a close in the
         // same step discarded what a write had not taken: a held flight past the socket's buffer, or any bytes
         // after the first `eagerBytes`, which are not written at once).
@@ -258,7 +259,8 @@ import Testing
 
         var decided = Self.established()
         _ = decided.handle(.decided(.release))
-        #expect(!decided.handle(.endOfStream(.client)).contains(.clientEndedForInspection))
+        #expect(!decided.handle(.endOfStream(.client)).contains(.endedForInspection(.client)))
+        #expect(!decided.handle(.endOfStream(.upstream)).contains(.endedForInspection(.upstream)))
     }
 
     @Test func endOfStreamWaitsForQueuedBytes() {

@@ -234,6 +234,21 @@ import Testing
         #expect(w.stapledOCSP == (stapled ? ocsp : nil))
     }
 
+    /// A server whose stream ends (or whose tunnel closes) after a Certificate that waits for its promised
+    /// CertificateStatus has shown its chain: the end returns it, without a staple. Any other end decides nothing.
+    @Test func anEndAfterAChainAwaitingItsStatusReturnsTheChain() throws {
+        var w = HandshakeWatch()
+        _ = w.client(try TLSFixture.bytes("tls12-rsa.c2s.bin"))
+        let der: [UInt8] = [0x30, 0x03, 0x02, 0x01, 0x01]
+        let hello = Self.serverHello12(extensions: uint16(5) + uint16(0))
+        #expect(w.server(record(22, hello)) == .moreBytes)
+        #expect(w.serverStreamEnded() == nil, "no chain yet")
+        #expect(w.server(record(22, handshakeMessage(11, vector(3, vector(3, der))))) == .moreBytes)
+        #expect(w.serverStreamEnded() == .chain([der]))
+        #expect(w.decided == .chain([der]) && w.decidedByServer && w.stapledOCSP == nil)
+        #expect(w.serverStreamEnded() == nil, "decided once")
+    }
+
     /// Without status_request in the ServerHello the chain is returned at once, as before.
     @Test func noPromisedStatusMeansTheChainAtOnce() throws {
         var w = HandshakeWatch()

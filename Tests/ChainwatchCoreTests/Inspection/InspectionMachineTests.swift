@@ -650,6 +650,130 @@ final class TestResources: InspectionResources {
         _ = Self.feed(&sent, .upstream, hrr, r)
         _ = Self.feed(&sent, .client, Array(c2s[firstHello.count...]), r)
         #expect(Self.strings(sent.clientEnded(r)).isEmpty && !sent.isFinished)
+        // A client that refused the retry with an alert (a compatibility ChangeCipherSpec before it, or not), in any
+        // chunking, then ended: it left too. One that began a second hello, or sent data, did not.
+        let alert: [UInt8] = [21, 3, 3, 0, 2, 2, 47], changeCipherSpec: [UInt8] = [20, 3, 3, 0, 1, 1]
+        let tails: [([UInt8], Bool)] = [(alert, true), (changeCipherSpec + alert, true), (changeCipherSpec, true),
+                                        (changeCipherSpec + Array(c2s[firstHello.count...].prefix(9)), false),
+                                        ([23, 3, 3, 0, 3, 1, 2, 3], false)]
+        for (tail, left) in tails {
+            for chunk in [Int.max, 1] {
+                var m = Self.machine(Self.block, host: "localhost")
+                _ = m.start()
+                _ = Self.feed(&m, .client, firstHello + (chunk == 1 ? [] : tail), r)
+                _ = Self.feed(&m, .upstream, hrr, r)
+                if chunk == 1 { _ = Self.feed(&m, .client, tail, chunk: 1, r) }
+                let ended = Self.strings(m.clientEnded(r))
+                #expect(left ? ended.last == "drop" : ended.isEmpty, "\(tail) in chunks of \(chunk): \(ended)")
+            }
+        }
+    }
+
+    /// A server whose stream ends mid-handshake (TLS 1.2, before its Certificate) while its bytes are held: the
+    /// handshake cannot complete, so under block the tunnel closes at once with nothing passed and no line (`drop`),
+    /// as when its upstream resets there; before, the client waited for the verdict deadline and a `handshake_timeout`
+    /// line. Under alert the bytes flowed and the end passes with them. A server that ends after its whole chain is
+    /// judged as ever.
+    @Test(arguments: [false, true])
+    func aServerThatEndsMidHandshakeIsNotWaitedFor(blocking: Bool) throws {
+        let r = TestResources()
+        let hello = try TLSFixture.bytes("tls12-rsa.c2s.bin"), server = try TLSFixture.bytes("tls12-rsa.s2c.bin")
+        var m = Self.machine(blocking ? Self.block : Self.alert, host: "rsa.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, hello, r)
+        _ = Self.feed(&m, .upstream, Array(server.prefix(40)), r)
+        if blocking {
+            #expect(Self.strings(m.serverEnded(r)) == ["cancel(verdict)", "drop"])
+            #expect(m.isFinished && m.outcome == nil)
+            #expect(Self.strings(m.deadlineFired(.verdict, r)).isEmpty, "no line at the old deadline")
+        } else {
+            #expect(Self.strings(m.serverEnded(r)).isEmpty && !m.isFinished)
+        }
+        var whole = Self.machine(blocking ? Self.block : Self.alert, host: "rsa.chainwatch.test")
+        _ = whole.start()
+        _ = Self.feed(&whole, .client, hello, r)
+        #expect(Self.feed(&whole, .upstream, server, r).contains("judge(passive)"))
+        #expect(Self.strings(whole.serverEnded(r)).isEmpty && !whole.isFinished, "the chain is being judged")
+    }
+
+    /// A server that promised a staple, sent its Certificate and ended before the CertificateStatus: that chain is
+    /// all it showed, and is judged (and reported) though the tunnel closes at once; a reset there likewise.
+    @Test(arguments: [false, true])
+    func aChainAwaitingItsStapleIsJudgedWhenTheServerEnds(reset: Bool) throws {
+        let r = TestResources()
+        let der: [UInt8] = [0x30, 0x03, 0x02, 0x01, 0x01]
+        let hello = HandshakeWatchMalformedTests.serverHello12(extensions: uint16(5) + uint16(0))
+        let flight = hello + handshakeMessage(11, vector(3, vector(3, der)))
+        var m = Self.machine(Self.block, host: "rsa.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+        #expect(Self.feed(&m, .upstream, record(22, flight), r) == ["arm(verdict, 5000)"])
+        let ended = Self.strings(reset ? m.tunnelClosed(r) : m.serverEnded(r))
+        #expect(ended == ["cancel(verdict)", "judge(passive)"] + (reset ? [] : ["drop"]))
+        #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: Self.evidence, r)).contains("writeFinding(block root_mismatch)"))
+    }
+
+    /// A held TLS 1.3 flight whose server ends short of the probe's is compared as ended at once, as at the flight
+    /// deadline (`aShortFlightWaitsForItsDeadline`): one fresh probe, then the finding, written though the tunnel has
+    /// closed. First contact too: the pair's probe, on its way, is still weighed against what the tunnel showed.
+    @Test(arguments: [false, true])
+    func aHeldTLS13FlightWhoseServerEndsShortIsWeighedAtOnce(firstContact: Bool) throws {
+        let r = TestResources()
+        let probe = try Self.genuineProbe()
+        let server = try TLSFixture.bytes("tls13-rsa.s2c.bin")
+        let helloRecord = 5 + (Int(server[3]) << 8 | Int(server[4]))
+        var cut = helloRecord
+        while server[cut] != 23 { cut += 5 + (Int(server[cut + 3]) << 8 | Int(server[cut + 4])) }
+        cut += 5 + probe.flight.recordLengths[0]   // the ServerHello and the EncryptedExtensions' record only
+        var watch = HandshakeWatch()
+        _ = watch.client(try TLSFixture.bytes("tls13-rsa.c2s.bin"))
+        if !firstContact { r.cached = [ClientOffer(mirroring: try #require(watch.clientHello))] }
+        var m = Self.machine(Self.block, host: "tls13.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls13-rsa.c2s.bin"), r)
+        if firstContact {
+            _ = Self.feed(&m, .upstream, Array(server[..<cut]), r)
+            let ended = Self.strings(m.serverEnded(r))
+            #expect(ended.last == "drop" && !ended.contains { $0.hasPrefix("writeFinding") }, "\(ended)")
+            #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["probe(fresh)"], "compared as ended: short")
+        } else {
+            #expect(Self.feed(&m, .upstream, Array(server[..<cut]), r) == ["arm(verdict, 5000)", "probe"])
+            #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"])
+            #expect(Self.strings(m.serverEnded(r)) == ["cancel(verdict)", "cancel(flight)", "probe(fresh)", "drop"])
+        }
+        let found = Self.strings(m.probeAnswered(.success(probe), r))
+        #expect(found.contains("writeFinding(block evidence_mismatch)") && !found.contains("probe(fresh)"), "\(found)")
+    }
+
+    /// A server that speaks first (TLS-looking bytes, held for the client's hello, whose SNI may pick the rule) and
+    /// ends: no handshake can follow. Under alert, for a CONNECT to a name, its bytes go to the client at once; for a
+    /// CONNECT to an address the hello's SNI may still pick a rule that holds, so the tunnel waits as before. Under
+    /// block nothing unjudged passes: a refusal-like alert that may pass has passed and the end follows it; other
+    /// bytes are dropped with the tunnel.
+    @Test func aServerThatSpeaksFirstAndEnds() {
+        let r = TestResources()
+        let alertRecord: [UInt8] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x28]
+        var named = Self.machine(Self.alert, host: "a.test")
+        _ = named.start()
+        #expect(Self.feed(&named, .upstream, alertRecord, r).isEmpty, "held for the hello")
+        #expect(Self.strings(named.serverEnded(r)) == ["release"])
+        #expect(named.isFinished && named.outcome == nil)
+
+        var address = Self.machine(Self.alert, host: "192.0.2.7")
+        _ = address.start()
+        _ = Self.feed(&address, .upstream, alertRecord, r)
+        #expect(Self.strings(address.serverEnded(r)).isEmpty && !address.isFinished)
+
+        var passed = Self.machine(Self.block, host: "a.test")
+        _ = passed.start()
+        #expect(Self.feed(&passed, .upstream, alertRecord, r) == ["arm(verdict, 5000)", "hold(upstream, 7)"])
+        #expect(Self.strings(passed.serverEnded(r)).isEmpty, "nothing held: the end follows the alert")
+
+        var held = Self.machine(Self.block, host: "a.test")
+        _ = held.start()
+        _ = Self.feed(&held, .upstream, [0x16, 0x03, 0x03], r)
+        #expect(Self.strings(held.serverEnded(r)) == ["cancel(verdict)", "cancel(clientHello)", "drop"])
+        #expect(held.outcome == nil)
     }
 
     /// Under a hold, a server that shows no chain within the deadline blocks the tunnel (a forger could otherwise stall
