@@ -71,6 +71,13 @@ static inline int c_chainwatch_ec_pkey_meths(ENGINE *engine, EVP_PKEY_METHOD **m
     *method = nid == EVP_PKEY_EC ? (EVP_PKEY_METHOD *)EVP_PKEY_meth_find(EVP_PKEY_EC) : NULL;
     return *method != NULL;
 }
+/* OpenSSL without its exit handler: the handler (OPENSSL_cleanup, registered by the first initialisation) frees the
+ * library context's locks while threads that outlive `run` (a validation thread mid-job) may still use them. Must be
+ * the process's first OpenSSL call to take effect; 1 on success. */
+static inline int c_chainwatch_openssl_without_exit_cleanup(void) {
+    return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}
+
 static inline int c_chainwatch_decode_ec_keys_builtin(void) {
     ENGINE *engine = ENGINE_new();
     if (engine == NULL) return 0;

@@ -10,3 +10,12 @@ public enum BuiltinECKeys {
     /// decoded as by default, more slowly and as correctly.
     public static func register() -> Bool { c_chainwatch_decode_ec_keys_builtin() == 1 }
 }
+
+/// The OpenSSL library's life in the process.
+public enum OpenSSLLibrary {
+    /// Initialises OpenSSL without its exit handler, which frees the library context's locks at `exit` while a
+    /// thread that outlives `run` may still be using them (a validation thread mid-job: a SIGSEGV in
+    /// `CRYPTO_THREAD_read_lock` under ThreadSanitizer; `ValidationQueue.stop` waits for the jobs, for a bounded time).
+    /// The process's memory goes with it anyway. Call before any other OpenSSL use, once; false when OpenSSL failed.
+    public static func initializeWithoutExitCleanup() -> Bool { c_chainwatch_openssl_without_exit_cleanup() == 1 }
+}

@@ -107,6 +107,11 @@ public final class ProxyServer: @unchecked Sendable {
             for worker in workers { worker.loop.execute { worker.closeAll() } }
             _ = finished?.wait(timeout: .now() + 2)
         }
+        // Validation threads outlive the loops; a job still running when the process exits would use OpenSSL as its
+        // exit handler tears it down. The loops are stopped: no verdict could be delivered any more.
+        if !inspector.validations.stop(waitingUpTo: 2) {
+            logger.warning("a chain validation was still running 2 s after the loops stopped")
+        }
         inspector.alerts.close()
         inspector.accessLog?.close()
         logger.notice("stopped; \(inspector.alerts.written) alert line(s) written to \(inspector.alerts.path)")

@@ -175,6 +175,8 @@ struct Run: ParsableCommand {
     }
 
     func run() throws {
+        // First of all OpenSSL calls: no exit handler freeing what a validation thread may still use.
+        _ = OpenSSLLibrary.initializeWithoutExitCleanup()
         // Until the control loop watches them (after the policy, the trust stores and the listeners are up), a reload
         // or reopen signal has nothing to do, and its default action would kill the process: it is ignored.
         signal(SIGHUP, SIG_IGN)

@@ -50,6 +50,24 @@ struct ValidationQueueTests {
         #expect(done.wait(timeout: .now() + 10) == .success)
     }
 
+    /// `stop` (the proxy's shutdown, before the process exits and OpenSSL with it): the jobs waiting are dropped,
+    /// later ones refused, and it waits, bounded, for the running one. Before, the threads lived on, and a job still
+    /// running at exit used OpenSSL as its exit handler freed it (a SIGSEGV under ThreadSanitizer).
+    @Test func stopDropsWaitingJobsAndWaitsForTheRunningOne() throws {
+        let queue = ValidationQueue(threads: 1)
+        let running = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let ran = Lock<[Int]>([])
+        #expect(queue.submit { running.signal(); release.wait(); ran.withLock { $0.append(0) } })
+        #expect(running.wait(timeout: .now() + 10) == .success)
+        for n in 1...3 { #expect(queue.submit { ran.withLock { $0.append(n) } }) }
+        #expect(!queue.stop(waitingUpTo: 0.2), "the running job holds its thread")
+        #expect(!queue.submit { ran.withLock { $0.append(4) } }, "refused once stopping: the caller runs it")
+        release.signal()
+        #expect(queue.stop(waitingUpTo: 10))
+        #expect(ran.withLock { $0 } == [0], "the waiting jobs were dropped")
+        #expect(ValidationQueue(threads: 2).stop(waitingUpTo: 0), "no thread started: nothing to wait for")
+    }
+
     /// What `Inspector.judge` does with a chain the cache does not know: the work on the queue, the answer on the loop.
     /// While the work runs (here: until the test lets it finish), the loop runs its other callbacks.
     @Test func theLoopServesOthersWhileAValidationRuns() throws {
