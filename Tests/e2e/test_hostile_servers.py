@@ -268,3 +268,44 @@ def test_a_server_that_speaks_first_and_ends_reaches_its_client_at_once(start_pr
         ended = time.monotonic() - started
     assert got == alert_record and ended < 1.5, (got.hex(), ended)
     assert wait_alert_lines(proxy.alert_log, server.port, 1, timeout=0.5) == []
+
+
+def test_a_chain_sent_before_the_hello_to_an_address_is_judged_under_the_rule_the_hello_names(start_proxy, tmp_path, closing):
+    """A server (an interceptor) that sends a whole forged TLS 1.2 flight (ServerHello, Certificate, ServerHelloDone:
+    RSA key exchange needs nothing from the hello) as soon as a CONNECT to its address opens, before the client's
+    hello. The policy's defaults are `alert`; the hello names a host whose rule is `block`. The flight must be judged
+    under the rule the hello names: nothing reaches the client, one `block` line for that rule. Before, it was judged
+    at once under the address's rule (`alert`), passed, and the hello's rule never saw it."""
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.der"), "-outform", "DER",
+                    "-subj", "/CN=genuine.test", "-days", "2"], check=True, capture_output=True)
+    der = (tmp_path / "cert.der").read_bytes()
+    certificate = handshake(11, (len(der) + 3).to_bytes(3, "big") + len(der).to_bytes(3, "big") + der)
+    flight = record(22, handshake(2, b"\x03\x03" + b"\x42" * 32 + b"\x00" + b"\x00\x9c\x00" + b"\x00\x00")) \
+        + record(22, certificate) + record(22, handshake(14, b""))
+
+    def forge_first(conn):
+        conn.sendall(flight)
+        conn.settimeout(10)
+        while conn.recv(65536):
+            pass
+
+    server = closing(TCPServer(forge_first))
+    policy = tmp_path / "mixed.yaml"
+    policy.write_text("version: 1\ndefaults:\n  action: alert\n  anchors: [system]\n"
+                      "rules:\n  - name: genuine\n    match: [genuine.test]\n    action: block\n    anchors: [system]\n")
+    proxy = start_proxy("--policy", str(policy), "--probe-timeout", "2")
+    client, status, head, early = connect_via(proxy.port, f"127.0.0.1:{server.port}", timeout=6, early=True)
+    with client:
+        assert status == 200 and early == b"", (head, early)
+        time.sleep(0.3)   # the forged flight is in before the hello
+        client.sendall(client_hello("genuine.test"))
+        got = bytearray()
+        try:
+            while data := client.recv(65536):
+                got += data
+        except TimeoutError:   # no end within 6 s: whatever came is judged below
+            pass
+    assert got == b"", f"{len(got)} bytes of the forged flight reached the client"
+    lines = wait_alert_lines(proxy.alert_log, server.port, 1, timeout=3)
+    assert [(l["event"]["action"], l["rule"]["name"]) for l in lines] == [("block", "genuine")], lines

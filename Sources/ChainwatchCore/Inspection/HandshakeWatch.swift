@@ -22,6 +22,14 @@ public struct HandshakeWatch: Sendable {
         /// A server handshake message (the Certificate, in practice) announces more than this watch reads
         /// (`serverMessageLimit`): its own reason, `oversized_handshake`.
         case oversizedHandshake(String)
+
+        /// A chain to judge, or a TLS 1.3 handshake to probe: what a rule's judgement depends on.
+        public var isHandshakeEvidence: Bool {
+            switch self {
+            case .chain, .probe: true
+            case .moreBytes, .notTLS, .malformedHandshake, .oversizedHandshake: false
+            }
+        }
     }
 
     private var clientObserver = TLSObserver()
@@ -103,25 +111,30 @@ public struct HandshakeWatch: Sendable {
     /// client sent after it starts there.
     public private(set) var clientHelloEnd = 0
 
+    /// Whether the server decided before the client's hello was whole (it spoke first): the hello is still read, for
+    /// its server name, and what the server decided stays the answer.
+    private var decidedBeforeTheHello: Bool { decidedByServer && clientHello == nil }
+
     /// Feeds client → server bytes.
     public mutating func client(_ bytes: some Collection<UInt8>) -> Need {
-        if let decided { return decided }
+        if let decided, !decidedBeforeTheHello { return decided }
         guard clientHello == nil else { return .moreBytes }
         clientObserver.append(bytes)
         while true {
             let fact: HandshakeFact?
-            do { fact = try clientObserver.next() } catch { return decide(.notTLS("client: \(error)")) }
-            guard let fact else { return .moreBytes }
+            do { fact = try clientObserver.next() } catch { return decided ?? decide(.notTLS("client: \(error)")) }
+            guard let fact else { return decided ?? .moreBytes }
             if case .clientHello(var hello) = fact {
                 hello.recordVersion = clientObserver.firstRecordVersion ?? hello.recordVersion
                 clientHello = hello
                 clientHelloEnd = clientObserver.consumedByteCount
-                return .moreBytes
+                if decided != nil { clientObserver = TLSObserver() }
+                return decided ?? .moreBytes
             }
-            if case .encrypted = fact { return decide(.notTLS("client: encrypted data before a ClientHello")) }
+            if case .encrypted = fact { return decided ?? decide(.notTLS("client: encrypted data before a ClientHello")) }
             if case .alert = fact {
                 clientAlerts += 1
-                if clientAlerts > Self.maxServerAlerts { return decide(.notTLS("client: alert records and no ClientHello")) }
+                if clientAlerts > Self.maxServerAlerts { return decided ?? decide(.notTLS("client: alert records and no ClientHello")) }
             }
         }
     }
@@ -205,10 +218,10 @@ public struct HandshakeWatch: Sendable {
         }
     }
 
-    /// The server will send nothing more (its stream ended, or the tunnel closed): a chain read and waiting for the
-    /// CertificateStatus its ServerHello promised is all it will show, and is returned without a staple, as at the end
-    /// of its flight. Nil when no such chain waits (nothing else is decided by an end).
-    public mutating func serverStreamEnded() -> Need? {
+    /// The server will show nothing more (its stream ended, the tunnel closed, or the verdict deadline passed): a
+    /// chain read and waiting for the CertificateStatus its ServerHello promised is all it showed, and is returned
+    /// without a staple, as at the end of its flight. Nil when no such chain waits (nothing else is decided by an end).
+    public mutating func nothingMoreFromTheServer() -> Need? {
         guard decided == nil, let ders = chainAwaitingStatus else { return nil }
         return decideByServer(.chain(ders))
     }
@@ -227,7 +240,7 @@ public struct HandshakeWatch: Sendable {
 
     private mutating func decide(_ need: Need) -> Need {
         decided = need
-        clientObserver = TLSObserver()
+        if !decidedBeforeTheHello { clientObserver = TLSObserver() }
         if !watchesServerFlight { serverObserver = TLSObserver() }
         return need
     }

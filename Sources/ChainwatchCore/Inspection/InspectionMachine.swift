@@ -44,8 +44,10 @@ public struct InspectionMachine: Sendable {
     var armed = DeadlineSet()
     var verdictDeadlineStarted = false
     private var sawServerBytes = false
-    /// The server's bytes read on the tunnel's current upstream connection (what `passedServerBytes` is an offset in).
+    /// The server's bytes read on the tunnel's current upstream connection (what `passedServerBytes` is an offset in),
+    /// and whether that connection's stream ended (`serverEnded`).
     private var serverStreamBytes = 0
+    private var serverStreamEnded = false
     var tunnelEnded = false
     /// The server stream offset up to which bytes may pass while held (a HelloRetryRequest's), as last told.
     var passedServerBytes = 0
@@ -136,17 +138,27 @@ public struct InspectionMachine: Sendable {
             let tail = min(bytes.count, retry.clientStreamBytes - watch.clientHelloEnd)
             if tail > 0 { retry.clientTail.feed(bytes.suffix(tail)) }
         }
+        var holdsFromTheHello = false
         if !hadHello, let hello = watch.clientHello {
             if facts.serverName == nil, let sni = hello.serverName {
                 facts.serverName = sni
-                holds = holds || Self.holds(rule)
+                holdsFromTheHello = !holds && Self.holds(rule)
+                holds = holds || holdsFromTheHello
             }
             if !holds { out.append(.connection(.flowing(.upstream))) }
             if need == .moreBytes { probeFirstIfNeeded(hello, resources, &out) }
         }
+        // The SNI picked a rule that holds after the server had spoken (a CONNECT to an address): what it sent is held
+        // as under that rule from the start, with its deadline, and what may pass (a refusal) passes.
+        if holdsFromTheHello, sawServerBytes {
+            if !verdictDeadlineStarted { startVerdictDeadline(&out) }
+            passHelloRetry(resources, &out)
+        }
         let stopsHoldingClient = holdsClientBytes && (watch.sawClientHello || need != .moreBytes)
         if stopsHoldingClient { stopHoldingClientBytes(&out) }
         if case .watching = phase { handle(need, resources, &out) }
+        // A server that ended before this hello, for a rule the hello's SNI picked: ended again under that rule.
+        if holdsFromTheHello, serverStreamEnded { serverHasEnded(resources, &out) }
         // A probe beside the tunnel: the executor lets the client's bytes flow, before or after the probe's start.
         if stopsHoldingClient, !isFinished, !(probingBeside && !hadHello) { out.append(.connection(.flowing(.client))) }
         if retry.scan != nil { scanSecondHello(bytes, resources, &out) }
@@ -172,7 +184,13 @@ public struct InspectionMachine: Sendable {
         if need == .moreBytes, let length = watch.announcedServerMessageLength,
            length > TLSObserver.maxServerHandshakeMessageLength, !makeRoom(forMessage: length, resources, &out) { return out }
         switch phase {
-        case .watching: handle(need, resources, &out)
+        case .watching:
+            // A server's chain (or TLS 1.3 ServerHello) before the client's hello waits for that hello when its SNI
+            // picks the rule (a CONNECT to an address, a transparent connection): judged now, it would be judged under
+            // the address's rule, never the one the hello names (a TLS ≤ 1.2 flight with RSA key exchange can be sent
+            // before the hello it answers). It is held meanwhile, as any server byte before the hello is.
+            if !watch.sawClientHello, ruleMayChange, need.isHandshakeEvidence { break }
+            handle(need, resources, &out)
         case .pairing:
             switch need {
             case .moreBytes, .probe:
@@ -322,6 +340,8 @@ public struct InspectionMachine: Sendable {
         case .verdict:
             switch phase {
             case .watching:
+                // A chain that waited for its promised staple is what the server showed in time: judged.
+                if let need = watch.nothingMoreFromTheServer() { handle(need, resources, &out); break }
                 let rule = self.rule
                 let seconds = Double(settings.probeTimeoutMilliseconds) / 1000
                 finish(Evaluator.verdict(for: .noVerdict("the server's handshake did not show its chain within \(seconds) s"), rule: rule),
@@ -357,6 +377,7 @@ public struct InspectionMachine: Sendable {
         watch.restartServer()
         sawServerBytes = false
         serverStreamBytes = 0
+        serverStreamEnded = false
         cancel(.verdict, &out)
         verdictDeadlineStarted = false
         facts.protocolVersion = nil
@@ -405,23 +426,34 @@ public struct InspectionMachine: Sendable {
     ///   tunnel waits for the hello, or the client's end, as before.
     /// - Otherwise nothing changes: the bytes flowed, or a chain is being judged, or nothing is held.
     public mutating func serverEnded(_ resources: any InspectionResources) -> [Action] {
-        guard !isFinished, sawServerBytes else { return [] }
-        switch phase {
-        case .watching, .pairing, .probing, .weighing: break
-        case .probingFirst, .judgingFirstProbe, .judging, .finished: return []   // a chain is judged (or none is due)
-        }
-        if holds {
-            guard serverStreamBytes > passedServerBytes else { return [] }   // nothing held: the end passes
-            var out = tunnelClosed(resources)
-            if case .finished(_?) = phase { return out }   // `finish` decided (a flight found short, say)
-            out.append(.connection(.decided(.drop("the server ended its connection mid-handshake"))))
-            return out
-        }
-        guard !watch.sawClientHello, HostName.ipAddressBytes(facts.connectHost) == nil else { return [] }
-        var out = tunnelClosed(resources)
-        out.append(.connection(.decided(.release)))
+        var out: [Action] = []
+        serverStreamEnded = true
+        serverHasEnded(resources, &out)
         return out
     }
+
+    private mutating func serverHasEnded(_ resources: any InspectionResources, _ out: inout [Action]) {
+        guard !isFinished, sawServerBytes else { return }
+        switch phase {
+        case .watching, .pairing, .probing, .weighing: break
+        case .probingFirst, .judgingFirstProbe, .judging, .finished: return   // a chain is judged (or none is due)
+        }
+        if holds {
+            guard serverStreamBytes > passedServerBytes else { return }   // nothing held: the end passes
+            let ending = tunnelClosed(resources)
+            if case .finished(_?) = phase { return out += ending }   // `finish` decided (a flight found short, say)
+            // The tunnel closes before what the ending started (a judgement, a probe) can answer: a verdict from the
+            // cache answers within the same step, and its release would pass the held bytes.
+            out.append(.connection(.decided(.drop("the server ended its connection mid-handshake"))))
+            return out += ending
+        }
+        guard !watch.sawClientHello, !ruleMayChange else { return }
+        out += tunnelClosed(resources)
+        out.append(.connection(.decided(.release)))
+    }
+
+    /// Whether the client's hello may still pick the rule: its SNI does for a CONNECT to an address (`Policy.ruleHost`).
+    private var ruleMayChange: Bool { facts.serverName == nil && HostName.ipAddressBytes(facts.connectHost) != nil }
 
     /// The tunnel closed: nothing more of its handshake will come, now or after a re-probe. Evidence already on its
     /// way is still judged and reported (that is exactly the interesting case); else the inspection ends quietly.
@@ -437,7 +469,7 @@ public struct InspectionMachine: Sendable {
         holdsClientBytes = false
         if case .weighing = phase { weigh(flightEnded: false, resources, &out) }
         // A TLS ≤ 1.2 chain that waited for its promised staple is all the server showed: judged, and reported.
-        if case .watching = phase, let need = watch.serverStreamEnded() { handle(need, resources, &out) }
+        if case .watching = phase, let need = watch.nothingMoreFromTheServer() { handle(need, resources, &out) }
         guard case .watching = phase else { return out }   // a probe or a judgement is on its way
         phase = .finished(nil)
         for deadline in Deadline.allCases { cancel(deadline, &out) }

@@ -242,11 +242,11 @@ import Testing
         let der: [UInt8] = [0x30, 0x03, 0x02, 0x01, 0x01]
         let hello = Self.serverHello12(extensions: uint16(5) + uint16(0))
         #expect(w.server(record(22, hello)) == .moreBytes)
-        #expect(w.serverStreamEnded() == nil, "no chain yet")
+        #expect(w.nothingMoreFromTheServer() == nil, "no chain yet")
         #expect(w.server(record(22, handshakeMessage(11, vector(3, vector(3, der))))) == .moreBytes)
-        #expect(w.serverStreamEnded() == .chain([der]))
+        #expect(w.nothingMoreFromTheServer() == .chain([der]))
         #expect(w.decided == .chain([der]) && w.decidedByServer && w.stapledOCSP == nil)
-        #expect(w.serverStreamEnded() == nil, "decided once")
+        #expect(w.nothingMoreFromTheServer() == nil, "decided once")
     }
 
     /// Without status_request in the ServerHello the chain is returned at once, as before.

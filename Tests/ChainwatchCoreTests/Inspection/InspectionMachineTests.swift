@@ -683,7 +683,7 @@ final class TestResources: InspectionResources {
         _ = Self.feed(&m, .client, hello, r)
         _ = Self.feed(&m, .upstream, Array(server.prefix(40)), r)
         if blocking {
-            #expect(Self.strings(m.serverEnded(r)) == ["cancel(verdict)", "drop"])
+            #expect(Self.strings(m.serverEnded(r)) == ["drop", "cancel(verdict)"])
             #expect(m.isFinished && m.outcome == nil)
             #expect(Self.strings(m.deadlineFired(.verdict, r)).isEmpty, "no line at the old deadline")
         } else {
@@ -709,7 +709,7 @@ final class TestResources: InspectionResources {
         _ = Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
         #expect(Self.feed(&m, .upstream, record(22, flight), r) == ["arm(verdict, 5000)"])
         let ended = Self.strings(reset ? m.tunnelClosed(r) : m.serverEnded(r))
-        #expect(ended == ["cancel(verdict)", "judge(passive)"] + (reset ? [] : ["drop"]))
+        #expect(ended == (reset ? [] : ["drop"]) + ["cancel(verdict)", "judge(passive)"], "the close first: a cached verdict answers at once")
         #expect(Self.strings(m.chainJudged(Self.blocks(Self.block), evidence: Self.evidence, r)).contains("writeFinding(block root_mismatch)"))
     }
 
@@ -734,12 +734,12 @@ final class TestResources: InspectionResources {
         if firstContact {
             _ = Self.feed(&m, .upstream, Array(server[..<cut]), r)
             let ended = Self.strings(m.serverEnded(r))
-            #expect(ended.last == "drop" && !ended.contains { $0.hasPrefix("writeFinding") }, "\(ended)")
+            #expect(ended.first == "drop" && !ended.contains { $0.hasPrefix("writeFinding") }, "\(ended)")
             #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["probe(fresh)"], "compared as ended: short")
         } else {
             #expect(Self.feed(&m, .upstream, Array(server[..<cut]), r) == ["arm(verdict, 5000)", "probe"])
             #expect(Self.strings(m.probeAnswered(.success(probe), r)) == ["arm(flight, 5000)"])
-            #expect(Self.strings(m.serverEnded(r)) == ["cancel(verdict)", "cancel(flight)", "probe(fresh)", "drop"])
+            #expect(Self.strings(m.serverEnded(r)) == ["drop", "cancel(verdict)", "cancel(flight)", "probe(fresh)"])
         }
         let found = Self.strings(m.probeAnswered(.success(probe), r))
         #expect(found.contains("writeFinding(block evidence_mismatch)") && !found.contains("probe(fresh)"), "\(found)")
@@ -772,7 +772,7 @@ final class TestResources: InspectionResources {
         var held = Self.machine(Self.block, host: "a.test")
         _ = held.start()
         _ = Self.feed(&held, .upstream, [0x16, 0x03, 0x03], r)
-        #expect(Self.strings(held.serverEnded(r)) == ["cancel(verdict)", "cancel(clientHello)", "drop"])
+        #expect(Self.strings(held.serverEnded(r)) == ["drop", "cancel(verdict)", "cancel(clientHello)"])
         #expect(held.outcome == nil)
     }
 
@@ -874,6 +874,62 @@ final class TestResources: InspectionResources {
         _ = byAddress.start()
         _ = Self.feed(&byAddress, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
         #expect(byAddress.rule.name == "named" && byAddress.holds)
+    }
+
+    /// A CONNECT to an address whose server speaks first: the hello's SNI picks the rule, so what the server sent is
+    /// decided under that rule, not the address's. A whole TLS 1.2 flight sent before the hello (RSA key exchange lets
+    /// a forger do that) is judged under the rule the SNI names; before, it was judged at once under the address's
+    /// (alert), its bytes passed, and the named rule (block) never saw it. Partial bytes and an end before the hello
+    /// are held under the named rule from the hello on, with its deadline, and the end closes the tunnel; before, they
+    /// waited for the idle timeouts with no deadline at all.
+    @Test func aServerThatSpeaksFirstToAnAddressIsJudgedUnderTheRuleTheHelloPicks() throws {
+        let policy = Policy(defaults: Self.alert, rules: [
+            Rule(name: "named", patterns: [HostPattern(.exact("rsa.chainwatch.test"))], action: .block)])
+        let r = TestResources()
+        let hello = try TLSFixture.bytes("tls12-rsa.c2s.bin"), server = try TLSFixture.bytes("tls12-rsa.s2c.bin")
+        func byAddress() -> Machine {
+            var m = Machine(policy: policy, facts: ConnectionFacts(connectHost: "127.0.0.1", port: 443), settings: Self.settings)
+            _ = m.start()
+            return m
+        }
+        var whole = byAddress()
+        #expect(Self.feed(&whole, .upstream, server, r).isEmpty, "held for the hello, not judged")
+        #expect(!whole.isFinished)
+        let judged = Self.feed(&whole, .client, hello, r)
+        #expect(judged == ["arm(verdict, 5000)", "judge(passive)"], "\(judged)")
+        #expect(whole.rule.name == "named" && whole.holds)
+        #expect(Self.strings(whole.chainJudged(Self.blocks(policy.rules[0]), evidence: Self.evidence, r)).last == "block(root_mismatch)")
+
+        var partial = byAddress()
+        _ = Self.feed(&partial, .upstream, Array(server.prefix(40)), r)
+        #expect(Self.strings(partial.serverEnded(r)).isEmpty, "the address's rule holds nothing, and the hello may change it")
+        let ended = Self.feed(&partial, .client, hello, r)
+        #expect(ended == ["arm(verdict, 5000)", "drop", "cancel(verdict)"], "\(ended)")
+        #expect(partial.isFinished && partial.outcome == nil)
+
+        var open = byAddress()
+        _ = Self.feed(&open, .upstream, Array(server.prefix(40)), r)
+        #expect(Self.feed(&open, .client, hello, r) == ["arm(verdict, 5000)"])
+        #expect(Self.strings(open.deadlineFired(.verdict, r)) == ["writeFinding(block handshake_timeout)", "block(handshake_timeout)"])
+
+        // A hello whose SNI keeps the address's rule (alert): the bytes flow, and the chain is judged as before.
+        var other = byAddress()
+        _ = Self.feed(&other, .upstream, server, r)
+        #expect(Self.feed(&other, .client, hello, r).contains("judge(passive)"))
+    }
+
+    /// A server that promised a staple and sent its chain, then stalls: at the verdict deadline that chain is what it
+    /// showed in time, and is judged; before, it was a `handshake_timeout` and the chain was never judged.
+    @Test func aChainAwaitingItsStapleIsJudgedAtTheVerdictDeadline() throws {
+        let r = TestResources()
+        let der: [UInt8] = [0x30, 0x03, 0x02, 0x01, 0x01]
+        let flight = HandshakeWatchMalformedTests.serverHello12(extensions: uint16(5) + uint16(0))
+            + handshakeMessage(11, vector(3, vector(3, der)))
+        var m = Self.machine(Self.block, host: "rsa.chainwatch.test")
+        _ = m.start()
+        _ = Self.feed(&m, .client, try TLSFixture.bytes("tls12-rsa.c2s.bin"), r)
+        #expect(Self.feed(&m, .upstream, record(22, flight), r) == ["arm(verdict, 5000)"])
+        #expect(Self.strings(m.deadlineFired(.verdict, r)) == ["judge(passive)"])
     }
 
     // MARK: - Room for large handshakes
