@@ -270,12 +270,15 @@ def test_a_server_that_speaks_first_and_ends_reaches_its_client_at_once(start_pr
     assert wait_alert_lines(proxy.alert_log, server.port, 1, timeout=0.5) == []
 
 
-def test_a_chain_sent_before_the_hello_to_an_address_is_judged_under_the_rule_the_hello_names(start_proxy, tmp_path, closing):
+@pytest.mark.parametrize("split", [False, True])
+def test_a_chain_sent_before_the_hello_to_an_address_is_judged_under_the_rule_the_hello_names(start_proxy, tmp_path, closing,
+                                                                                              split):
     """A server (an interceptor) that sends a whole forged TLS 1.2 flight (ServerHello, Certificate, ServerHelloDone:
     RSA key exchange needs nothing from the hello) as soon as a CONNECT to its address opens, before the client's
     hello. The policy's defaults are `alert`; the hello names a host whose rule is `block`. The flight must be judged
     under the rule the hello names: nothing reaches the client, one `block` line for that rule. Before, it was judged
-    at once under the address's rule (`alert`), passed, and the hello's rule never saw it."""
+    at once under the address's rule (`alert`), passed, and the hello's rule never saw it; and, once that was mended,
+    still when the hello came in two pieces (`split`: a post-quantum hello spans TCP segments)."""
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                     "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.der"), "-outform", "DER",
                     "-subj", "/CN=genuine.test", "-days", "2"], check=True, capture_output=True)
@@ -299,7 +302,12 @@ def test_a_chain_sent_before_the_hello_to_an_address_is_judged_under_the_rule_th
     with client:
         assert status == 200 and early == b"", (head, early)
         time.sleep(0.3)   # the forged flight is in before the hello
-        client.sendall(client_hello("genuine.test"))
+        hello = client_hello("genuine.test")
+        if split:
+            client.sendall(hello[:40])
+            time.sleep(0.3)
+            hello = hello[40:]
+        client.sendall(hello)
         got = bytearray()
         try:
             while data := client.recv(65536):

@@ -22,14 +22,6 @@ public struct HandshakeWatch: Sendable {
         /// A server handshake message (the Certificate, in practice) announces more than this watch reads
         /// (`serverMessageLimit`): its own reason, `oversized_handshake`.
         case oversizedHandshake(String)
-
-        /// A chain to judge, or a TLS 1.3 handshake to probe: what a rule's judgement depends on.
-        public var isHandshakeEvidence: Bool {
-            switch self {
-            case .chain, .probe: true
-            case .moreBytes, .notTLS, .malformedHandshake, .oversizedHandshake: false
-            }
-        }
     }
 
     private var clientObserver = TLSObserver()
@@ -112,7 +104,8 @@ public struct HandshakeWatch: Sendable {
     public private(set) var clientHelloEnd = 0
 
     /// Whether the server decided before the client's hello was whole (it spoke first): the hello is still read, for
-    /// its server name, and what the server decided stays the answer.
+    /// its server name (which may pick the rule), and what the server decided is the answer once the hello is whole,
+    /// or once none can come.
     private var decidedBeforeTheHello: Bool { decidedByServer && clientHello == nil }
 
     /// Feeds client → server bytes.
@@ -123,13 +116,16 @@ public struct HandshakeWatch: Sendable {
         while true {
             let fact: HandshakeFact?
             do { fact = try clientObserver.next() } catch { return decided ?? decide(.notTLS("client: \(error)")) }
-            guard let fact else { return decided ?? .moreBytes }
+            guard let fact else { return .moreBytes }   // more of the hello to come, whatever the server decided
             if case .clientHello(var hello) = fact {
                 hello.recordVersion = clientObserver.firstRecordVersion ?? hello.recordVersion
                 clientHello = hello
                 clientHelloEnd = clientObserver.consumedByteCount
-                if decided != nil { clientObserver = TLSObserver() }
-                return decided ?? .moreBytes
+                guard decided != nil else { return .moreBytes }
+                clientObserver = TLSObserver()
+                // A TLS 1.3 ServerHello before the hello was decided with no offer to mirror: the probe repeats this one.
+                if case .probe = decided { decided = probeNeed() }
+                return decided!
             }
             if case .encrypted = fact { return decided ?? decide(.notTLS("client: encrypted data before a ClientHello")) }
             if case .alert = fact {

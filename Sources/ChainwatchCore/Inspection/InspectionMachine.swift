@@ -48,6 +48,8 @@ public struct InspectionMachine: Sendable {
     /// and whether that connection's stream ended (`serverEnded`).
     private var serverStreamBytes = 0
     private var serverStreamEnded = false
+    /// Whether the server's first byte was a TLS record's content type (alert, handshake, ChangeCipherSpec, data).
+    private var serverSpokeTLS = false
     var tunnelEnded = false
     /// The server stream offset up to which bytes may pass while held (a HelloRetryRequest's), as last told.
     var passedServerBytes = 0
@@ -174,6 +176,7 @@ public struct InspectionMachine: Sendable {
         }
         if !sawServerBytes, holds, !verdictDeadlineStarted { startVerdictDeadline(&out) }
         let firstServerBytes = !sawServerBytes
+        if firstServerBytes, let first = bytes.first { serverSpokeTLS = (20...23).contains(first) }
         sawServerBytes = true
         serverStreamBytes += bytes.count
         let need = watch.server(bytes)
@@ -185,11 +188,13 @@ public struct InspectionMachine: Sendable {
            length > TLSObserver.maxServerHandshakeMessageLength, !makeRoom(forMessage: length, resources, &out) { return out }
         switch phase {
         case .watching:
-            // A server's chain (or TLS 1.3 ServerHello) before the client's hello waits for that hello when its SNI
-            // picks the rule (a CONNECT to an address, a transparent connection): judged now, it would be judged under
-            // the address's rule, never the one the hello names (a TLS ≤ 1.2 flight with RSA key exchange can be sent
-            // before the hello it answers). It is held meanwhile, as any server byte before the hello is.
-            if !watch.sawClientHello, ruleMayChange, need.isHandshakeEvidence { break }
+            // What a server that speaks TLS-looking records before the client's hello decides waits for that hello
+            // when its SNI picks the rule (a CONNECT to an address, a transparent connection): decided now, it would be
+            // under the address's rule, never the one the hello names (a TLS ≤ 1.2 flight with RSA key exchange can be
+            // sent before the hello it answers; so can a record that is no handshake, ahead of one). It is held
+            // meanwhile, as any server byte before the hello is. A server that speaks first in plain text (an SMTP
+            // banner) is decided at once: its client waits for it, and sends no hello.
+            if !watch.sawClientHello, ruleMayChange, need != .moreBytes, serverSpokeTLS { break }
             handle(need, resources, &out)
         case .pairing:
             switch need {
@@ -423,7 +428,7 @@ public struct InspectionMachine: Sendable {
     /// - Under a rule that holds nothing, before the client's hello (a server that spoke first, TLS-looking bytes, and
     ///   ended): what it sent goes to the client (`.release`), as no handshake can follow. Only when no server name can
     ///   change the rule: for a CONNECT to an address the hello's SNI picks it, and may pick one that holds, so that
-    ///   tunnel waits for the hello, or the client's end, as before.
+    ///   tunnel waits for the hello (the end is applied again under the rule it picks) or the client's end.
     /// - Otherwise nothing changes: the bytes flowed, or a chain is being judged, or nothing is held.
     public mutating func serverEnded(_ resources: any InspectionResources) -> [Action] {
         var out: [Action] = []

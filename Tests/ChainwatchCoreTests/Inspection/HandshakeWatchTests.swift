@@ -249,6 +249,27 @@ import Testing
         #expect(w.nothingMoreFromTheServer() == nil, "decided once")
     }
 
+    /// A server that decided before the client's hello (it spoke first): the hello is still read, in any chunking,
+    /// and the server's decision is returned only once it is whole (its SNI may pick the rule); a TLS 1.3 ServerHello
+    /// sent first is probed with the hello's offer, not with none.
+    @Test func aServerThatSpokeFirstIsAnsweredOnceTheHelloIsWhole() throws {
+        let hello = try TLSFixture.bytes("tls12-rsa.c2s.bin")
+        var w = HandshakeWatch()
+        let chain = w.server(try TLSFixture.bytes("tls12-rsa.s2c.bin"))
+        guard case .chain = chain else { Issue.record("no chain: \(chain)"); return }
+        #expect(w.client(Array(hello.prefix(40))) == .moreBytes, "the hello is not whole")
+        #expect(w.clientHello == nil)
+        #expect(w.client(Array(hello.dropFirst(40))) == chain)
+        #expect(w.clientHello?.serverName == "rsa.chainwatch.test")
+
+        let c2s13 = try TLSFixture.bytes("tls13-rsa.c2s.bin"), s2c13 = try TLSFixture.bytes("tls13-rsa.s2c.bin")
+        var t = HandshakeWatch()
+        #expect(t.server(s2c13) == .probe(ClientOffer(serverName: nil)))
+        var mirror = HandshakeWatch()
+        _ = mirror.client(c2s13)
+        #expect(t.client(c2s13) == .probe(ClientOffer(mirroring: try #require(mirror.clientHello))))
+    }
+
     /// Without status_request in the ServerHello the chain is returned at once, as before.
     @Test func noPromisedStatusMeansTheChainAtOnce() throws {
         var w = HandshakeWatch()

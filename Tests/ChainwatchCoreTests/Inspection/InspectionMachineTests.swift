@@ -916,6 +916,23 @@ final class TestResources: InspectionResources {
         var other = byAddress()
         _ = Self.feed(&other, .upstream, server, r)
         #expect(Self.feed(&other, .client, hello, r).contains("judge(passive)"))
+
+        // The hello in pieces (a post-quantum hello spans TCP segments): nothing is decided until it is whole.
+        var pieces = byAddress()
+        _ = Self.feed(&pieces, .upstream, server, r)
+        #expect(Self.feed(&pieces, .client, Array(hello.prefix(40)), r).isEmpty)
+        #expect(Self.feed(&pieces, .client, Array(hello.dropFirst(40)), r) == ["arm(verdict, 5000)", "judge(passive)"])
+
+        // A TLS-looking record that is no handshake (a ChangeCipherSpec) sent first, ahead of a flight: decided under
+        // the named rule too (a server that answers a hello with no TLS handshake: blocked).
+        var changeCipherSpec = byAddress()
+        #expect(Self.feed(&changeCipherSpec, .upstream, [20, 3, 3, 0, 1, 1] + server, r).isEmpty)
+        #expect(Self.decisions(Self.feed(&changeCipherSpec, .client, hello, r)).last?.hasPrefix("block(") == true)
+
+        // A server that speaks first in plain text (an SMTP banner): decided at once, its client waits for it.
+        var banner = byAddress()
+        let decided = Self.feed(&banner, .upstream, Array("220 mail.test ESMTP ready\r\n".utf8), r)
+        #expect(decided.last == "release" && banner.isFinished, "\(decided)")
     }
 
     /// A server that promised a staple and sent its chain, then stalls: at the verdict deadline that chain is what it
