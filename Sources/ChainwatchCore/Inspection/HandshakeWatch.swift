@@ -104,19 +104,21 @@ public struct HandshakeWatch: Sendable {
     public private(set) var clientHelloEnd = 0
 
     /// Whether the server decided before the client's hello was whole (it spoke first): the hello is still read, for
-    /// its server name (which may pick the rule), and what the server decided is the answer once the hello is whole,
-    /// or once none can come.
+    /// its server name (which may pick the rule: the caller waits for it, `sawClientHello`, or `clientSentNoHello`),
+    /// and what the server decided stays the answer.
     private var decidedBeforeTheHello: Bool { decidedByServer && clientHello == nil }
+    /// The client's bytes can no longer begin with a ClientHello (not TLS, data, or only alerts).
+    public private(set) var clientSentNoHello = false
 
     /// Feeds client → server bytes.
     public mutating func client(_ bytes: some Collection<UInt8>) -> Need {
-        if let decided, !decidedBeforeTheHello { return decided }
+        if let decided, !decidedBeforeTheHello || clientSentNoHello { return decided }
         guard clientHello == nil else { return .moreBytes }
         clientObserver.append(bytes)
         while true {
             let fact: HandshakeFact?
-            do { fact = try clientObserver.next() } catch { return decided ?? decide(.notTLS("client: \(error)")) }
-            guard let fact else { return .moreBytes }   // more of the hello to come, whatever the server decided
+            do { fact = try clientObserver.next() } catch { return noHello(.notTLS("client: \(error)")) }
+            guard let fact else { return decided ?? .moreBytes }
             if case .clientHello(var hello) = fact {
                 hello.recordVersion = clientObserver.firstRecordVersion ?? hello.recordVersion
                 clientHello = hello
@@ -127,12 +129,20 @@ public struct HandshakeWatch: Sendable {
                 if case .probe = decided { decided = probeNeed() }
                 return decided!
             }
-            if case .encrypted = fact { return decided ?? decide(.notTLS("client: encrypted data before a ClientHello")) }
+            if case .encrypted = fact { return noHello(.notTLS("client: encrypted data before a ClientHello")) }
             if case .alert = fact {
                 clientAlerts += 1
-                if clientAlerts > Self.maxServerAlerts { return decided ?? decide(.notTLS("client: alert records and no ClientHello")) }
+                if clientAlerts > Self.maxServerAlerts { return noHello(.notTLS("client: alert records and no ClientHello")) }
             }
         }
+    }
+
+    /// No ClientHello will come: `need`, unless the server decided already.
+    private mutating func noHello(_ need: Need) -> Need {
+        clientSentNoHello = true
+        guard let decided else { return decide(need) }
+        clientObserver = TLSObserver()
+        return decided
     }
 
     /// The encrypted records the server sent after its TLS 1.3 ServerHello, as far as seen (at most

@@ -158,7 +158,7 @@ public struct InspectionMachine: Sendable {
         }
         let stopsHoldingClient = holdsClientBytes && (watch.sawClientHello || need != .moreBytes)
         if stopsHoldingClient { stopHoldingClientBytes(&out) }
-        if case .watching = phase { handle(need, resources, &out) }
+        if case .watching = phase, !awaitsTheHello { handle(need, resources, &out) }
         // A server that ended before this hello, for a rule the hello's SNI picked: ended again under that rule.
         if holdsFromTheHello, serverStreamEnded { serverHasEnded(resources, &out) }
         // A probe beside the tunnel: the executor lets the client's bytes flow, before or after the probe's start.
@@ -194,7 +194,7 @@ public struct InspectionMachine: Sendable {
             // sent before the hello it answers; so can a record that is no handshake, ahead of one). It is held
             // meanwhile, as any server byte before the hello is. A server that speaks first in plain text (an SMTP
             // banner) is decided at once: its client waits for it, and sends no hello.
-            if !watch.sawClientHello, ruleMayChange, need != .moreBytes, serverSpokeTLS { break }
+            if awaitsTheHello { break }
             handle(need, resources, &out)
         case .pairing:
             switch need {
@@ -459,6 +459,12 @@ public struct InspectionMachine: Sendable {
 
     /// Whether the client's hello may still pick the rule: its SNI does for a CONNECT to an address (`Policy.ruleHost`).
     private var ruleMayChange: Bool { facts.serverName == nil && HostName.ipAddressBytes(facts.connectHost) != nil }
+
+    /// What a server that spoke TLS-looking records first decided waits for the client's hello, whose SNI picks the
+    /// rule (`serverBytes`), until the hello is whole or cannot come.
+    private var awaitsTheHello: Bool {
+        watch.decidedByServer && !watch.sawClientHello && !watch.clientSentNoHello && serverSpokeTLS && ruleMayChange
+    }
 
     /// The tunnel closed: nothing more of its handshake will come, now or after a re-probe. Evidence already on its
     /// way is still judged and reported (that is exactly the interesting case); else the inspection ends quietly.

@@ -249,16 +249,16 @@ import Testing
         #expect(w.nothingMoreFromTheServer() == nil, "decided once")
     }
 
-    /// A server that decided before the client's hello (it spoke first): the hello is still read, in any chunking,
-    /// and the server's decision is returned only once it is whole (its SNI may pick the rule); a TLS 1.3 ServerHello
-    /// sent first is probed with the hello's offer, not with none.
+    /// A server that decided before the client's hello (it spoke first): the hello is still read, in any chunking, for
+    /// its SNI (which may pick the rule); the decision stands, but a TLS 1.3 ServerHello sent first is probed with the
+    /// hello's offer, not with none. Client bytes that cannot be a hello say so (`clientSentNoHello`).
     @Test func aServerThatSpokeFirstIsAnsweredOnceTheHelloIsWhole() throws {
         let hello = try TLSFixture.bytes("tls12-rsa.c2s.bin")
         var w = HandshakeWatch()
         let chain = w.server(try TLSFixture.bytes("tls12-rsa.s2c.bin"))
         guard case .chain = chain else { Issue.record("no chain: \(chain)"); return }
-        #expect(w.client(Array(hello.prefix(40))) == .moreBytes, "the hello is not whole")
-        #expect(w.clientHello == nil)
+        #expect(w.client(Array(hello.prefix(40))) == chain, "decided is decided; the caller waits for the hello")
+        #expect(w.clientHello == nil && !w.clientSentNoHello)
         #expect(w.client(Array(hello.dropFirst(40))) == chain)
         #expect(w.clientHello?.serverName == "rsa.chainwatch.test")
 
@@ -268,6 +268,10 @@ import Testing
         var mirror = HandshakeWatch()
         _ = mirror.client(c2s13)
         #expect(t.client(c2s13) == .probe(ClientOffer(mirroring: try #require(mirror.clientHello))))
+
+        var plain = HandshakeWatch()
+        let early = plain.server(try TLSFixture.bytes("tls12-rsa.s2c.bin"))
+        #expect(plain.client(Array("EHLO mail.test\r\n".utf8)) == early && plain.clientSentNoHello && plain.clientHello == nil)
     }
 
     /// Without status_request in the ServerHello the chain is returned at once, as before.

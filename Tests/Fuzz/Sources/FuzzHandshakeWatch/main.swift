@@ -5,8 +5,9 @@
 //   The seed's low bit picks the server message limit: the default (224 KiB) or the protocol's (16 MiB), as the proxy
 //   runs it (it takes room for what `announcedServerMessageLength` announces).
 // Run twice: each frame whole, and each frame cut into chunks. Invariants: the need after each frame, and all the
-// watch's public state at the end, do not depend on that cutting; a decided need never changes and is `decided`;
-// a probe mirrors the client's hello; what may pass before the verdict was fed by the server.
+// watch's public state at the end, do not depend on that cutting; a decided need never changes (but for a probe
+// decided before the client's hello, which takes that hello's offer once it is whole) and is `decided`; a probe
+// mirrors the client's hello; what may pass before the verdict was fed by the server.
 import ChainwatchCore
 import FuzzSupport
 
@@ -35,10 +36,17 @@ func watch(_ frames: [Frame], sizes: inout ChunkSizes?, limit: Int) -> Outcome {
         let pieces = sizes?.split(frame.bytes) ?? [frame.bytes]
         var need = HandshakeWatch.Need.moreBytes
         for piece in pieces.isEmpty ? [frame.bytes] : pieces {
-            let before = watch.decided
+            let before = watch.decided, hadHello = watch.sawClientHello
             need = frame.fromServer ? watch.server(piece) : watch.client(piece)
             if frame.fromServer { serverBytes += piece.count }
-            if let before { check(need == before, "decided \(before), then returned \(need)") }
+            if let before {
+                // A probe decided before the client's hello (a server that spoke first) takes that hello's offer.
+                if case .probe = before, !hadHello, watch.sawClientHello {
+                    check(need == watch.decided, "a probe decided before the hello returned \(need)")
+                } else {
+                    check(need == before, "decided \(before), then returned \(need)")
+                }
+            }
             check(need == .moreBytes ? watch.decided == nil : watch.decided == need, "returned \(need), decided \(String(describing: watch.decided))")
             check(watch.sawClientHello == (watch.clientHello != nil), "sawClientHello disagrees with clientHello")
             check(watch.passableServerBytes <= serverBytes, "\(watch.passableServerBytes) passable of \(serverBytes) server bytes")
