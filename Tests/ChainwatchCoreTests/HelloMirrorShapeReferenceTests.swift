@@ -23,7 +23,7 @@ import Testing
                     if var ech = try OuterECH.parse(extensions[index].body) {
                         ech.configID = 0
                         ech.enc = [UInt8](repeating: 0, count: ech.enc.count)
-                        ech.payload = []
+                        ech.payload = ech.drawsPayloadLength(stack) ? [] : [UInt8](repeating: 0, count: ech.payload.count)
                         extensions[index].body = ech.encoded()
                     }
                 case TrustAnchorIDs.type where stack.permutes:
@@ -31,8 +31,18 @@ import Testing
                     anchors.ids.sort { $0.lexicographicallyPrecedes($1) }
                     extensions[index].body = anchors.encoded()
                 case TLSExtensionType.keyShare:
-                    let entries = try KeyShareEntry.parse(extensions[index].body).map {
-                        KeyShareEntry(group: $0.group, value: [UInt8](repeating: 0, count: $0.value.count))
+                    // GREASE shares as sent; X25519MLKEM768's X25519 half as ones when it is the x25519 share.
+                    let sent = try KeyShareEntry.parse(extensions[index].body)
+                    let x25519 = sent.first { $0.group == 0x001D }?.value
+                    let hybrid = sent.first { $0.group == 0x11EC }?.value
+                    let sharing = x25519?.count == 32 && (hybrid?.count ?? 0) >= 32 && hybrid.map { Array($0.suffix(32)) } == x25519
+                    let entries = sent.map { entry in
+                        if isGREASE(entry.group) { return entry }
+                        var value = [UInt8](repeating: 0, count: entry.value.count)
+                        if entry.group == 0x11EC, value.count >= 32, sharing {
+                            value.replaceSubrange(value.count - 32..<value.count, with: repeatElement(1, count: 32))
+                        }
+                        return KeyShareEntry(group: entry.group, value: value)
                     }
                     extensions[index].body = KeyShareEntry.encode(entries)
                 default:

@@ -2,8 +2,10 @@
 
 A probe must send the client's hello byte for byte except what each connection of that client draws afresh: the
 random, the legacy session id (same length), each key share's value (same group, same length), GREASE values (RFC 8701;
-redrawn consistently: values the client repeated stay equal, values it kept apart stay apart), the GREASE ECH payload
-(same cipher suite and lengths), the extension order for stacks that permute it (Chrome's BoringSSL), and, for a
+drawn as BoringSSL draws them: each place its own value, the GREASE group one value in supported_groups and
+key_share, the two GREASE extension types distinct; values the client happened to repeat are not repeated on
+purpose), the GREASE ECH payload (same cipher suite and enc length; the payload's length kept, or, for a BoringSSL
+hello, one of BoringSSL's four), the extension order for stacks that permute it (Chrome's BoringSSL), and, for a
 resumed client, the pre_shared_key/early_data it would not send on a fresh connection (and the padding that follows).
 
 `differences(client, probe)` returns a list of human-readable differences (empty: the probe is the client); it also
@@ -16,6 +18,7 @@ PSK, EARLY_DATA, PADDING, SESSION_TICKET, KEY_SHARE, ECH = 41, 42, 21, 35, 51, 0
 # Extensions whose bodies are lists of 16-bit values that may hold GREASE: (type, length-prefix bytes).
 U16_LISTS = {10: 2, 13: 2, 43: 1, 27: 1}
 TRUST_ANCHORS = 0xca34   # Chrome sends its trust anchor IDs in a fresh order per connection
+BORINGSSL_ECH_PAYLOADS = {144, 176, 208, 240}   # BoringSSL draws its ECH GREASE payload length per connection
 
 
 class Hello:
@@ -142,10 +145,7 @@ def differences(client_bytes, probe_bytes, permutes=False):
                     fresh(f"key share {g:#06x}", cv, pv)
             _hybrid_equality(cs, ps, out)
         elif t == ECH:
-            if cd[:4] != pd[:4] or len(cd) != len(pd):
-                out.append("ECH GREASE: cipher suite or length differs")
-            elif cd[4:] == pd[4:]:
-                out.append("ECH GREASE: the probe repeats the client's payload")
+            _ech(cd, pd, _boringssl_shaped(c), out)
         elif t in U16_LISTS:
             u16_list(f"extension {t}", _u16s(cd, U16_LISTS[t]), _u16s(pd, U16_LISTS[t]))
         elif t == TRUST_ANCHORS and permutes:
@@ -155,15 +155,47 @@ def differences(client_bytes, probe_bytes, permutes=False):
         else:
             same(f"extension {t} body", cd, pd)
 
-    # GREASE: one bijection, not the identity where the client had a choice.
-    forward, backward = {}, {}
-    for x, y in grease_pairs:
-        if forward.setdefault(x, y) != y or backward.setdefault(y, x) != x:
-            out.append(f"GREASE values not redrawn consistently: {x:#06x} -> {y:#06x} and {forward[x]:#06x}")
-            break
-    if forward and all(x == y for x, y in forward.items()):
+    # GREASE, by BoringSSL's rules: the GREASE group one value in supported_groups and key_share, the GREASE
+    # extension types distinct, and drawn (not every value the client's: each place matches by chance 1 in 16).
+    groups = [v for v in _u16s(p.ext(10), 2) if v in GREASE] if p.ext(10) is not None else []
+    share_groups = [g for g, _ in p.key_shares() if g in GREASE]
+    if groups and share_groups and groups[:len(share_groups)] != share_groups[:len(groups)]:
+        out.append(f"GREASE group: {groups} in supported_groups, {share_groups} in key_share")
+    if len(pg) != len({t for t, _ in pg}):
+        out.append("GREASE extension types repeat")
+    if grease_pairs and all(x == y for x, y in grease_pairs):
         out.append("GREASE: the probe repeats every GREASE value of the client")
     return out
+
+
+def _boringssl_shaped(hello):
+    """A GREASE extension first and another last (before padding and pre_shared_key), as BoringSSL writes them."""
+    types = [t for t, _ in hello.extensions if t not in (PADDING, PSK)]
+    return len(types) > 2 and types[0] in GREASE and types[-1] in GREASE
+
+
+def _ech(cd, pd, boringssl, out):
+    """An outer ECH GREASE extension: type, cipher suite and enc length kept; enc and payload fresh; the payload's
+    length kept, or drawn from BoringSSL's four for a BoringSSL hello that sent one of them."""
+    def parts(d):
+        if not d or d[0] != 0 or len(d) < 8:
+            return None
+        enc_len = struct.unpack("!H", d[6:8])[0]
+        enc = d[8:8 + enc_len]
+        payload = d[10 + enc_len:]
+        return d[1:5], enc, payload
+    a, b = parts(cd), parts(pd)
+    if a is None or b is None:
+        if cd != pd:
+            out.append("ECH: an extension that is not outer GREASE differs")
+        return
+    if a[0] != b[0] or len(a[1]) != len(b[1]):
+        out.append("ECH GREASE: cipher suite or enc length differs")
+    drawn = boringssl and len(a[2]) in BORINGSSL_ECH_PAYLOADS
+    if len(a[2]) != len(b[2]) and not (drawn and len(b[2]) in BORINGSSL_ECH_PAYLOADS):
+        out.append(f"ECH GREASE: payload length {len(a[2])} in the client, {len(b[2])} in the probe")
+    if a[1] == b[1] or a[2] == b[2]:
+        out.append("ECH GREASE: the probe repeats the client's enc or payload")
 
 
 def _hybrid_equality(client_shares, probe_shares, out):

@@ -182,6 +182,7 @@ def read_client_hello(sock, timeout=5.0, limit=65536):
             if len(handshake) >= 4 + size:
                 hello = ClientHello(handshake[4:4 + size])
                 hello.message = handshake[:4 + size]        # the whole message, for field-by-field comparisons
+                hello.record_version = struct.unpack("!H", raw[1:3])[0]   # of the first record
                 hello.raw = hello_compare.Hello(hello.message)
                 return raw, hello
 

@@ -18,16 +18,18 @@ Run alone: make e2e ARGS="-k probe_is_the_client".
 import hashlib
 import shutil
 import socket
+import struct
 import sys
 import tempfile
 import threading
+import time
 
 import pytest
 
 from hello_compare import differences, GREASE
 from helpers import wait_alert_lines, read_alert_lines
-from interceptor import Interceptor, pump
-from test_tls13_adversary import PAGE, closing, curl, run, start, threaded  # noqa: F401 (fixtures)
+from interceptor import Interceptor, pump, read_client_hello
+from test_tls13_adversary import PAGE, closing, curl, hosts_file, pinned_policy, run, start, threaded  # noqa: F401 (fixtures)
 
 IMPERSONATED = {"chrome": "chrome152", "edge": "edge101", "firefox": "firefox155", "safari": "safari270",
                 "safari_ios": "safari270_ios"}
@@ -267,3 +269,80 @@ def test_no_interceptor_tells_the_probe_from_the_client(start_proxy, tmp_path, p
         if action == "block":
             assert FORGED_PAGE not in ran.stdout, (f"{client}/{name}: a forged page reached the client under block; forged {forged}; "
                                             f"lines {[(l['event']['reason'], l['chainwatch'].get('evidence')) for l in lines]}")
+
+
+def _captured_curl_hello(tmp_path):
+    """curl's ClientHello message for genuine.test, as curl sends it (straight to a local listener that keeps it)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    kept = {}
+
+    def keep():
+        conn, _ = listener.accept()
+        try:
+            kept["hello"] = read_client_hello(conn)[1].message
+        finally:
+            conn.close()
+    thread = threading.Thread(target=keep, daemon=True)
+    thread.start()
+    run(["curl", "-sk", "--max-time", "3", "--connect-to", f"genuine.test:{port}:127.0.0.1:{port}",
+         f"https://genuine.test:{port}/"], timeout=6)
+    thread.join(5)
+    listener.close()
+    return kept["hello"]
+
+
+def _tunnel_with_hello(proxy, port, message, record_version):
+    """A client of its own: CONNECT genuine.test:PORT through the proxy, `message` in one handshake record of
+    `record_version`; returns the first server bytes that came back (or b"")."""
+    s = socket.create_connection(("127.0.0.1", proxy.port), timeout=8)
+    try:
+        s.sendall(f"CONNECT genuine.test:{port} HTTP/1.1\r\nHost: genuine.test:{port}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(1)
+            if not chunk:
+                return b""
+            head += chunk
+        assert b" 200 " in head.split(b"\r\n")[0], head
+        s.sendall(b"\x16" + struct.pack("!HH", record_version, len(message)) + message)
+        try:
+            return s.recv(65536)
+        except socket.timeout:
+            return b""
+    finally:
+        s.close()
+
+
+def test_one_client_cannot_mark_the_probe_of_another(start_proxy, tmp_path, pki, closing):
+    """Clients of one hello shape share a probe, made from the hello of the first. A client that sent curl's own
+    hello in a record of version 0x0303 (curl's records say 0x0301) made that probe carry 0x0303; an interceptor that
+    forged only hellos in 0x0301 records (with a chain of the genuine one's lengths) then forged every later curl
+    tunnel, which met only the spared probe: 20 of 20 forged, no line, in an adversarial try. The record's version is
+    part of the offer: curl's tunnel is a first contact of its own, its probe is forged with it, and it is blocked."""
+    genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
+    forger = closing(threaded(pki / "matched.fullchain.pem", pki / "matched.key", blob=FORGED_PAGE))
+    seen = []
+
+    def forge_the_usual_record(index, hello):
+        seen.append(hello.record_version)
+        return "forger" if hello.record_version == 0x0301 else "genuine"
+    icpt = closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, forge_the_usual_record))
+    trusted = tmp_path / "interception-ca.pem"
+    trusted.write_text((pki / "matched-root.pem").read_text())
+    # No spot checks: the probe's own hello is under test, not the checks that would meet the forger later.
+    proxy = start_proxy("--policy", str(pinned_policy(tmp_path, pki, "block")), "--hosts", str(hosts_file(tmp_path)),
+                        "--ca", str(trusted), "--probe-timeout", "10", "--spot-check-rate", "0", "--grace", "1")
+    hello = _captured_curl_hello(tmp_path)
+    answered = _tunnel_with_hello(proxy, icpt.port, hello, 0x0303)
+    assert answered[:1] == b"\x16", f"the marking client's tunnel got no ServerHello: {answered[:16]!r}"
+    assert seen.count(0x0303) >= 2, f"the marking client's tunnel and its probe: record versions {seen}"
+    assert read_alert_lines(proxy.alert_log, icpt.port) == []
+    time.sleep(0.3)
+    ran = curl(proxy, icpt.port, path="/blob")
+    assert FORGED_PAGE not in ran.stdout, f"curl got the forged page: {ran}; record versions {seen}"
+    assert 0x0301 in seen[2:], f"curl's tunnel never reached the interceptor: {seen}"
+    lines = wait_alert_lines(proxy.alert_log, icpt.port, 1, timeout=4)
+    assert lines and lines[-1]["event"]["action"] == "block", lines

@@ -51,9 +51,13 @@ public struct ClientOffer: Hashable, Sendable, CustomStringConvertible {
     /// 256 to 511 bytes; the resumed one is longer and has none), which would let an interceptor tell that probe from
     /// the client's fresh connections. Comparing the lists one by one as well cost about 4 000 instructions a
     /// comparison, twice per probe-cache lookup. An offer with a shape never equals one without.
+    /// The version of the record that carried the hello counts too: the probe frames its hello in a record of that
+    /// version (`ProbeClient`), so offers that differed only there would share a probe that carried one client's
+    /// version to every other (0x0303 where curl and Chrome send 0x0301: a mark an interceptor could spare).
     public static func == (lhs: Self, rhs: Self) -> Bool {
         if let left = lhs.shape, let right = rhs.shape {
             return left == right && lhs.offersPSK == rhs.offersPSK
+                && lhs.template?.recordVersion == rhs.template?.recordVersion
         }
         guard lhs.shape == nil, rhs.shape == nil else { return false }
         return lhs.serverName == rhs.serverName && lhs.alpn == rhs.alpn && lhs.versions == rhs.versions
@@ -97,8 +101,8 @@ extension ClientOffer {
 }
 
 /// The hello a probe mirrors: a client's ClientHello message and the version of the record that carried it. Every
-/// template compares equal (and hashes alike): offers are told apart by their shape, and any hello of one shape makes
-/// the same probe.
+/// template compares equal (and hashes alike): offers are told apart by their shape and record version, and any hello
+/// of one shape makes the same probe (`ClientHelloShape` keeps what the mirror copies).
 public struct HelloTemplate: Hashable, Sendable {
     public let message: [UInt8]
     public let recordVersion: UInt16

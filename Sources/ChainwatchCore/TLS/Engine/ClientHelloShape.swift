@@ -1,12 +1,22 @@
 /// The hello with its per-connection parts blanked: equal for two hellos of the same client stack and settings. Used
 /// to key probes (clients with equal shapes share a probe) and by tests comparing the probe's hello with the client's.
 ///
-/// Blanked: the random and the legacy session id (zeros, length kept); key share values (zeros, lengths kept);
+/// Blanked: the random and the legacy session id (zeros, length kept); key share values (zeros, lengths kept), but
+/// for a GREASE share's value, kept as sent (BoringSSL's one zero byte), and for X25519MLKEM768's X25519 half, which
+/// is ones when it is the hello's x25519 share (Chrome's), zeros when not;
 /// every GREASE value (all become 0x0A0A, GREASE extension types 0x0A0A, 0x1A1A, ... by place: where the stack
 /// puts GREASE is its shape, which values it drew is not);
-/// ECH GREASE config_id, enc (zeros, length kept) and payload (emptied: Chrome draws its length per connection).
+/// ECH GREASE config_id, enc (zeros, length kept) and payload (zeros, length kept; emptied for a BoringSSL-shaped
+/// hello whose length is one of BoringSSL's four, `OuterECH.boringSSLPayloadLengths`, which it draws per connection).
 /// Removed: pre_shared_key, early_data, padding; the session_ticket body is emptied. A stack that permutes its
 /// extensions (`HelloStack`) has its permuted ones sorted by type, and its trust anchor IDs sorted.
+///
+/// Whatever the mirror copies from the hello it is given is kept here, and whatever the shape blanks the mirror
+/// draws by the stack's rules alone (`HelloMirror`): clients with equal shapes share a probe, made from the hello of
+/// whichever came first, so a byte the mirror copied and the shape blanked would let one client mark the probe of
+/// every other (a client that sent the victim stack's hello with another GREASE key share value, or other GREASE
+/// values repeated, and an interceptor that spared hellos bearing that mark). The record's version, which the probe
+/// also copies, is part of `ClientOffer`'s equality.
 ///
 /// Why not number GREASE values by first appearance (keeping which places repeat a value): BoringSSL draws its
 /// cipher suite, extension, supported_versions and group GREASE independently, so two of them coincide by chance in
@@ -119,6 +129,7 @@ public struct ClientHelloShape: Hashable, Sendable {
         out += message[layout.compression]
         if let extensions = layout.extensions {
             let stack = HelloStack(types: extensions.map(\.type))
+            let hybridSharesX25519 = Self.hybridSharesX25519(message, extensions)
             var order = Array(extensions.indices)
             if stack.permutes { order[stack.permutable].sort { extensions[$0].type < extensions[$1].type } }
             let listStart = out.count
@@ -137,7 +148,7 @@ public struct ClientHelloShape: Hashable, Sendable {
                 }
                 let bodyStart = out.count
                 out += [0, 0]
-                try appendBlankedBody(type, message[body], permutes: stack.permutes, to: &out)
+                try appendBlankedBody(type, message[body], stack: stack, hybridSharesX25519: hybridSharesX25519, to: &out)
                 patchUInt16(out.count - bodyStart - 2, at: bodyStart, in: &out)
             }
             patchUInt16(out.count - listStart - 2, at: listStart, in: &out)
@@ -151,8 +162,8 @@ public struct ClientHelloShape: Hashable, Sendable {
 
     /// One extension's body, blanked: what `HelloParts` would hold after the shape's rewrites, then every GREASE code
     /// point (`HelloParts.codePointOffsets`) as 0x0A0A.
-    private static func appendBlankedBody(_ type: UInt16, _ body: ArraySlice<UInt8>, permutes: Bool,
-                                          to out: inout [UInt8]) throws(HelloMirrorError) {
+    private static func appendBlankedBody(_ type: UInt16, _ body: ArraySlice<UInt8>, stack: HelloStack,
+                                          hybridSharesX25519: Bool, to out: inout [UInt8]) throws(HelloMirrorError) {
         let start = body.startIndex, count = body.count
         switch type {
         case TLSExtensionType.sessionTicket:
@@ -161,9 +172,9 @@ public struct ClientHelloShape: Hashable, Sendable {
             guard var ech = try OuterECH.parse(Array(body)) else { return out += body }
             ech.configID = 0
             ech.enc = [UInt8](repeating: 0, count: ech.enc.count)
-            ech.payload = []
+            ech.payload = ech.drawsPayloadLength(stack) ? [] : [UInt8](repeating: 0, count: ech.payload.count)
             out += ech.encoded()
-        case TrustAnchorIDs.type where permutes:
+        case TrustAnchorIDs.type where stack.permutes:
             var anchors = try TrustAnchorIDs.parse(Array(body))
             anchors.ids.sort { $0.lexicographicallyPrecedes($1) }
             out += anchors.encoded()
@@ -178,9 +189,17 @@ public struct ClientHelloShape: Hashable, Sendable {
                 guard body.endIndex - offset >= 4 else { throw .malformedExtension(type) }
                 let length = Int(body[offset + 2]) << 8 | Int(body[offset + 3])
                 guard body.endIndex - offset - 4 >= length else { throw .malformedExtension(type) }
+                let group = UInt16(body[offset]) << 8 | UInt16(body[offset + 1])
                 appendCodePoints(body, offset..<offset + 2, to: &out)
                 out += body[offset + 2..<offset + 4]
-                out.append(contentsOf: repeatElement(0, count: length))
+                if isGREASE(group) {
+                    out += body[offset + 4..<offset + 4 + length]
+                } else if group == Self.hybridGroup, length >= 32 {
+                    out.append(contentsOf: repeatElement(0, count: length - 32))
+                    out.append(contentsOf: repeatElement(hybridSharesX25519 ? 1 : 0, count: 32))
+                } else {
+                    out.append(contentsOf: repeatElement(0, count: length))
+                }
                 offset += 4 + length
             }
         case 10, 13, 34, 50:   // supported_groups, signature_algorithms, delegated_credentials, signature_algorithms_cert
@@ -196,6 +215,20 @@ public struct ClientHelloShape: Hashable, Sendable {
         default:
             out += body
         }
+    }
+
+    static let hybridGroup: UInt16 = 0x11EC
+    static let x25519Group: UInt16 = 0x001D
+
+    /// Whether the hello's X25519MLKEM768 share ends in its x25519 share (one X25519 key for both, as Chrome sends
+    /// them), which the mirror keeps (`HelloMirror.freshKeyShares`). A key_share that cannot be read is refused when
+    /// its body is blanked.
+    private static func hybridSharesX25519(_ message: [UInt8], _ extensions: [(type: UInt16, body: Range<Int>)]) -> Bool {
+        guard let keyShare = extensions.first(where: { $0.type == TLSExtensionType.keyShare }),
+              let entries = try? KeyShareEntry.parse(Array(message[keyShare.body])),
+              let x25519 = entries.first(where: { $0.group == x25519Group })?.value, x25519.count == 32,
+              let hybrid = entries.first(where: { $0.group == hybridGroup })?.value, hybrid.count >= 32 else { return false }
+        return Array(hybrid.suffix(32)) == x25519
     }
 
     private static func patchUInt16(_ value: Int, at index: Int, in out: inout [UInt8]) {

@@ -2,10 +2,13 @@
 /// client draws afresh, so that an interceptor cannot tell the probe from the client by its hello.
 ///
 /// Drawn afresh: the random; the legacy session id (same length); every key share (the crypto's own key, or random
-/// bytes of the same length for a group it cannot perform); GREASE values (one fresh bijection, so the client's
-/// repeats stay repeats); ECH GREASE (config_id, enc, payload); the extension order of a stack that permutes it per
-/// connection (`HelloStack`), and that stack's order of trust anchor IDs (`TrustAnchorIDs`). Dropped as a fresh connection has none: pre_shared_key, early_data, a session ticket
-/// (the extension stays, empty). Padding is then recomputed. Everything else is kept byte for byte.
+/// bytes of the same length for a group it cannot perform); GREASE values (each place its own draw, by BoringSSL's
+/// rules: `HelloParts.redrawGREASE`); ECH GREASE (config_id, enc, payload, and the payload's length where BoringSSL
+/// draws it: `OuterECH.redrawn`); the extension order of a stack that permutes it per connection (`HelloStack`), and
+/// that stack's order of trust anchor IDs (`TrustAnchorIDs`). Dropped as a fresh connection has none:
+/// pre_shared_key, early_data, a session ticket (the extension stays, empty). Padding is then recomputed. Everything
+/// else is kept byte for byte, and all of that is in the hello's `ClientHelloShape`: what is drawn depends on no
+/// value of the client's, so the probe made from one client's hello is the probe of any client of that shape.
 public enum HelloMirror {
     /// `clientHello`: the client's first ClientHello handshake message, 4-byte header included.
     public static func mirror(_ clientHello: [UInt8], crypto: any TLSCrypto) throws(HelloMirrorError) -> MirroredHello {
@@ -15,8 +18,7 @@ public enum HelloMirror {
         var probe = client
         probe.random = random.bytes(32)
         probe.sessionID = random.bytes(client.sessionID.count)
-        let mapping = random.greaseMapping(for: try client.greaseValues())
-        try probe.rewriteGREASE { mapping[$0] ?? $0 }
+        try probe.redrawGREASE(random)
 
         var exchanges: [any TLSKeyExchange] = []
         if var extensions = probe.extensions {
@@ -30,7 +32,7 @@ public enum HelloMirror {
                     extensions[index].body = []
                 case OuterECH.type:
                     if let ech = try OuterECH.parse(extensions[index].body) {
-                        extensions[index].body = ech.redrawn(random).encoded()
+                        extensions[index].body = ech.redrawn(random, stack: stack).encoded()
                     }
                 case TrustAnchorIDs.type where stack.permutes:
                     var anchors = try TrustAnchorIDs.parse(extensions[index].body)

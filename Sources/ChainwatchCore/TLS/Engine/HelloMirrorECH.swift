@@ -1,7 +1,7 @@
 /// An encrypted_client_hello extension (0xFE0D) of type outer (draft-ietf-tls-esni §5): what a client sends as ECH
 /// GREASE when it has no ECH config for the server (RFC 8701-style: cipher suite, random config_id, a random `enc`
 /// of the KEM's share length, a random payload). Chrome draws the payload length per connection (144, 176, 208 or
-/// 240 bytes seen); Firefox sends one length.
+/// 240 bytes); Firefox sends one length.
 struct OuterECH: Sendable, Equatable {
     /// The extension type.
     static let type: UInt16 = 0xFE0D
@@ -38,12 +38,27 @@ struct OuterECH: Sendable, Equatable {
         return body + payload
     }
 
-    /// Fresh per-connection parts: a config_id other than this one, random `enc` and payload of the same lengths.
-    func redrawn(_ random: HelloMirrorRandom) -> OuterECH {
+    /// The payload lengths BoringSSL draws for its ECH GREASE, one per connection: 32 × (4 to 7) bytes and the
+    /// AEAD's 16-byte tag (`ssl_setup_ech_grease`). NSS (Firefox) sizes its payload from the hello instead, one length
+    /// per build and host.
+    static let boringSSLPayloadLengths = [144, 176, 208, 240]
+
+    /// Whether the stack draws this payload's length per connection: a BoringSSL-shaped hello with one of BoringSSL's
+    /// lengths. `ClientHelloShape` then keeps no length, and the mirror draws one; any other length is kept by both.
+    func drawsPayloadLength(_ stack: HelloStack) -> Bool {
+        stack.boringSSLMiddle != nil && Self.boringSSLPayloadLengths.contains(payload.count)
+    }
+
+    /// Fresh per-connection parts, drawn from nothing of this extension's own: a uniform config_id (BoringSSL's is a
+    /// random byte), random `enc` of the same length, and a random payload of the same length, or of a length drawn
+    /// as BoringSSL draws it (`drawsPayloadLength`).
+    func redrawn(_ random: HelloMirrorRandom, stack: HelloStack) -> OuterECH {
         var fresh = self
-        fresh.configID = UInt8((Int(configID) + 1 + random.below(255)) % 256)
+        fresh.configID = UInt8(random.below(256))
         fresh.enc = random.bytes(enc.count)
-        fresh.payload = random.bytes(payload.count)
+        let length = drawsPayloadLength(stack)
+            ? Self.boringSSLPayloadLengths[random.below(Self.boringSSLPayloadLengths.count)] : payload.count
+        fresh.payload = random.bytes(length)
         return fresh
     }
 }

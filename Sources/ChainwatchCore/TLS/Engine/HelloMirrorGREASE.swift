@@ -1,6 +1,7 @@
-/// Where a ClientHello can hold GREASE values (RFC 8701) and how to rewrite them all through one function: cipher
-/// suites, extension types, and the 2-byte code points of supported_groups, key_share groups, supported_versions,
-/// signature_algorithms(_cert), delegated_credentials and compress_certificate. GREASE extension bodies, and GREASE
+/// Where a ClientHello can hold GREASE values (RFC 8701), how to rewrite them all through one function, and how the
+/// mirror draws them afresh (`redrawGREASE`): cipher suites, extension types, and the 2-byte code points of
+/// supported_groups, key_share groups, supported_versions, signature_algorithms(_cert), delegated_credentials and
+/// compress_certificate. GREASE extension bodies, and GREASE
 /// key shares' values, are left as sent (BoringSSL sends the same bytes every time). ALPN and ALPS name lists hold
 /// strings, not code points: BoringSSL does not GREASE them, and neither does this.
 extension HelloParts {
@@ -18,6 +19,52 @@ extension HelloParts {
                 let replacement = transform(value)
                 extensions[index].body[offset] = UInt8(replacement >> 8)
                 extensions[index].body[offset + 1] = UInt8(replacement & 0xFF)
+            }
+        }
+        self.extensions = extensions
+    }
+
+    /// Draws every GREASE value afresh as BoringSSL draws them (`ssl_get_grease_value`: one uniform value per place
+    /// from the connection's seed), from nothing of the values it replaces: the cipher suites' GREASE, the GREASE
+    /// group (one draw for supported_groups and key_share, as BoringSSL writes one value in both: the n-th GREASE
+    /// group of each list share a draw), the GREASE extension types (BoringSSL's second is made to differ from its
+    /// first: they are drawn distinct), supported_versions', and any other list's. Values within one list are drawn
+    /// distinct (no stack repeats a code point in a list). Whether two places held equal values in the client's hello
+    /// (a coincidence in half of BoringSSL's hellos) is not copied: a client could otherwise mark every probe made
+    /// from its hello by the values it repeated, which `ClientHelloShape` does not keep.
+    mutating func redrawGREASE(_ random: HelloMirrorRandom) throws(HelloMirrorError) {
+        let suiteDraws = random.distinctGREASE(cipherSuites.count { isGREASE($0) })
+        var next = 0
+        cipherSuites = cipherSuites.map { suite in
+            guard isGREASE(suite) else { return suite }
+            defer { next += 1 }
+            return suiteDraws[next]
+        }
+        guard var extensions else { return }
+        let typeDraws = random.distinctGREASE(extensions.count { isGREASE($0.type) })
+        next = 0
+        for index in extensions.indices where isGREASE(extensions[index].type) {
+            extensions[index].type = typeDraws[next]
+            next += 1
+        }
+        // The GREASE groups: as many draws as the longer of the two lists holds.
+        func greaseCount(_ type: UInt16) throws(HelloMirrorError) -> Int {
+            guard let ext = extensions.first(where: { $0.type == type }) else { return 0 }
+            return try Self.codePointOffsets(ext).count { isGREASE(UInt16(ext.body[$0]) << 8 | UInt16(ext.body[$0 + 1])) }
+        }
+        let groupDraws = random.distinctGREASE(max(try greaseCount(TLSExtensionType.supportedGroups),
+                                                   try greaseCount(TLSExtensionType.keyShare)))
+        for index in extensions.indices {
+            let type = extensions[index].type
+            let offsets = try Self.codePointOffsets(extensions[index]).filter {
+                isGREASE(UInt16(extensions[index].body[$0]) << 8 | UInt16(extensions[index].body[$0 + 1]))
+            }
+            guard !offsets.isEmpty else { continue }
+            let draws = type == TLSExtensionType.supportedGroups || type == TLSExtensionType.keyShare
+                ? groupDraws : random.distinctGREASE(offsets.count)
+            for (offset, value) in zip(offsets, draws) {
+                extensions[index].body[offset] = UInt8(value >> 8)
+                extensions[index].body[offset + 1] = UInt8(value & 0xFF)
             }
         }
         self.extensions = extensions

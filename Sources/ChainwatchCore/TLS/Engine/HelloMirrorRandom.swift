@@ -1,5 +1,5 @@
-/// The mirror's random draws, all from `TLSCrypto.randomBytes`: uniform integers, the GREASE bijection and
-/// extension permutations.
+/// The mirror's random draws, all from `TLSCrypto.randomBytes`: uniform integers, GREASE values and extension
+/// permutations.
 struct HelloMirrorRandom {
     let crypto: any TLSCrypto
 
@@ -16,20 +16,16 @@ struct HelloMirrorRandom {
     /// `count` fresh random bytes.
     func bytes(_ count: Int) -> [UInt8] { count == 0 ? [] : crypto.randomBytes(count) }
 
-    /// A fresh random injective map of the distinct GREASE values in `values` onto GREASE values, with no value
-    /// mapped to itself: one bijection of the 16 values restricted to those the client used, so values the client
-    /// repeated stay equal, values it kept distinct stay distinct, and none repeats the client's (while at most 15
-    /// distinct values are used, there is always a choice; at 16 the last may have to stay).
-    func greaseMapping(for values: [UInt16]) -> [UInt16: UInt16] {
-        var mapping: [UInt16: UInt16] = [:]
+    /// `count` GREASE values drawn uniformly, distinct from each other while there are values left (16), else
+    /// independent.
+    func distinctGREASE(_ count: Int) -> [UInt16] {
         var free = Self.greaseValues
-        for value in values where mapping[value] == nil {
-            let choices = free.filter { $0 != value }
-            let pick = choices.isEmpty ? value : choices[below(choices.count)]
-            mapping[value] = pick
-            free.removeAll { $0 == pick }
+        var drawn: [UInt16] = []
+        for _ in 0..<count {
+            if free.isEmpty { free = Self.greaseValues }
+            drawn.append(free.remove(at: below(free.count)))
         }
-        return mapping
+        return drawn
     }
 
     /// A fresh random order of `elements` (Fisher-Yates); for two or more elements, redrawn (a few times) when it
