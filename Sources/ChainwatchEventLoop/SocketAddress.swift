@@ -117,6 +117,16 @@ public struct SocketAddress: Sendable, Hashable, CustomStringConvertible {
         withUnsafeBytes(of: storage) { raw in Array(raw[addressRange]) }
     }
 
+    /// What a client's shares (held bytes, probes in flight, spare connections) are counted by: an IPv4 address
+    /// whole, an IPv4-mapped IPv6 address as that IPv4 address, any other IPv6 address by its /64, the prefix one host
+    /// or one customer holds (a host that takes a new address from its /64 for each connection is one client).
+    public var clientKey: [UInt8] {
+        let bytes = addressBytes
+        guard bytes.count == 16 else { return bytes }
+        if bytes[..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF { return Array(bytes[12...]) }
+        return Array(bytes[..<8])
+    }
+
     public var description: String { family == AF_INET6 ? "[\(ip)]:\(port)" : "\(ip):\(port)" }
 
     /// connect(2)s a blocking socket to this address; false with errno set when it fails.

@@ -57,7 +57,7 @@ final class ProxyConnection: ConnectionDelegate {
         self.worker = worker
         self.client = client
         self.clientAddress = clientAddress
-        clientKey = clientAddress.addressBytes
+        clientKey = clientAddress.clientKey   // an IPv6 client by its /64
         machine = ConnectionMachine(limits: worker.configuration.connectionLimits, dialect: dialect)
         client.delegate = self
     }

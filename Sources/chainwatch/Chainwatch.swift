@@ -84,7 +84,7 @@ struct Run: ParsableCommand {
     var probeTimeout = 5.0
 
     @Option(name: .customLong("max-probes"),
-            help: "Probe handshakes in flight at once, process-wide; more wait in line, and one that has waited longer than --probe-timeout when a slot frees fails (probe_failed). With 16 or more, one client address may have a quarter of them in flight or waiting; past that its next new probe fails at once.")
+            help: "Probe handshakes in flight at once, process-wide; more wait in line, and one that has waited longer than --probe-timeout when a slot frees fails (probe_failed). With 16 or more, one client (an IPv4 address, an IPv6 /64) may have a quarter of them in flight or waiting; past that its next new probe fails at once.")
     var maxProbes = 256
 
     @Option(name: .customLong("spot-check-rate"),
@@ -104,7 +104,7 @@ struct Run: ParsableCommand {
     var cacheMemory = (VerdictCache.defaultMaxBytes + Prober.defaultMaxBytes) >> 20
 
     @Option(name: .customLong("held-memory"),
-            help: "MiB all tunnels together may hold until their verdicts (a server's bytes under block, a client's until its ClientHello is whole), counted in 16 KiB steps; the tunnels of one client address at most a quarter of it. A tunnel that finds no room is closed before any held byte passes (logged, access line no_held_room; no known-bad mark: a resource limit, not a finding).")
+            help: "MiB all tunnels together may hold until their verdicts (a server's bytes under block, a client's until its ClientHello is whole), counted in 16 KiB steps; the tunnels of one client (an IPv4 address, an IPv6 /64) at most a quarter of it. A tunnel that finds no room is closed before any held byte passes (logged, access line no_held_room; no known-bad mark: a resource limit, not a finding).")
     var heldMemory = HeldBytesBudget.defaultCapacity >> 20
 
     @Option(name: .customLong("allow-client"), help: "A client network allowed to connect (CIDR, repeatable). Required to listen on a non-loopback address; default: loopback only.")

@@ -21,6 +21,18 @@ struct SocketAddressTests {
         #expect(local.allSatisfy { $0.count == 4 || $0.count == 16 })
     }
 
+    /// A client's shares are counted per IPv4 address and per IPv6 /64: an adversarial try filled the probe line
+    /// from ten loopback addresses; one IPv6 host has 2^64 of them.
+    @Test func clientsAreCountedByIPv4AddressAndIPv6Slash64() throws {
+        func key(_ text: String) throws -> [UInt8] { try #require(SocketAddress(numeric: text, port: 1)).clientKey }
+        #expect(try key("192.0.2.7") == [192, 0, 2, 7])
+        #expect(try key("192.0.2.7") != key("192.0.2.8"))
+        #expect(try key("::ffff:192.0.2.7") == key("192.0.2.7"))
+        #expect(try key("2001:db8:1:2::7") == key("2001:db8:1:2:ffff:1:2:3"))
+        #expect(try key("2001:db8:1:2::7") == [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2])
+        #expect(try key("2001:db8:1:2::7") != key("2001:db8:1:3::7"))
+    }
+
     @Test func addressWithItsOwnPortKeepsIt() throws {
         #expect(try #require(SocketAddress(numeric: "1.2.3.4:80", port: 443)).port == 80)
         #expect(try #require(SocketAddress(numeric: "[::1]:8443")).description == "[::1]:8443")
