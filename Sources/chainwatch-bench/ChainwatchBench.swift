@@ -145,11 +145,21 @@ extension CommonOptions {
             guard let f = Fault(rawValue: faultInject) else { throw BenchError("--fault-inject: only 'corrupt'") }
             fault = f
         }
-        guard startTimeout > 0 else { throw BenchError("--start-timeout must be positive") }
+        // Seconds: a number, positive (grace: or zero) and at most a day (nan or inf stopped the bench at its first
+        // conversion to an integer).
+        func seconds(_ option: String, _ value: Double?, zero: Bool = false) throws(BenchError) {
+            guard let value else { return }
+            guard value.isFinite, zero ? value >= 0 : value > 0, value <= 86_400 else {
+                throw BenchError("\(option) must be \(zero ? "0" : "more than 0") to 86400 seconds, not \(value)")
+            }
+        }
+        try seconds("--start-timeout", startTimeout)
+        try seconds("--duration", duration)
+        try seconds("--timeout", timeout)
+        try seconds("--grace", grace, zero: true)
         guard concurrency >= 1, threads >= 1 else { throw BenchError("--concurrency and --threads must be at least 1") }
         if let count, count < 1 { throw BenchError("--count must be at least 1") }
-        if let duration, duration <= 0 { throw BenchError("--duration must be positive") }
-        if let rate, !(rate > 0) || scenario == .idle { throw BenchError("--rate must be positive, and not for idle") }
+        if let rate, !(rate > 0 && rate.isFinite) || scenario == .idle { throw BenchError("--rate must be positive, and not for idle") }
         var duration = self.duration
         if duration == nil && (count == nil || scenario == .idle) { duration = 5 }
         if freshCertificates && (upstream != nil || startUpstream != "builtin") {

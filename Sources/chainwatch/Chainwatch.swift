@@ -172,6 +172,16 @@ struct Run: ParsableCommand {
         guard (1...65_536).contains(cacheMemory) else { throw ValidationError("--cache-memory must be 1 to 65536 (MiB)") }
         guard (1...65_536).contains(heldMemory) else { throw ValidationError("--held-memory must be 1 to 65536 (MiB)") }
         guard admin == "off" || SocketAddress(numeric: admin) != nil else { throw ValidationError("--admin: \(admin) is not ADDR:PORT, [V6]:PORT or off") }
+        guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
+        // Seconds become milliseconds in an Int: a value that is not a number, infinite or past a week would not fit
+        // (it stopped the process at start), and a zero timeout closes what it times at once.
+        let week = 7 * 86_400.0
+        for (option, seconds) in [("--probe-timeout", probeTimeout), ("--connect-timeout", connectTimeout),
+                                  ("--request-timeout", requestTimeout), ("--idle-timeout", idleTimeout),
+                                  ("--half-closed-timeout", halfClosedTimeout)] where !(seconds > 0 && seconds <= week) {
+            throw ValidationError("\(option) must be more than 0 and at most \(Int(week)) seconds (a week), not \(seconds)")
+        }
+        guard grace >= 0, grace <= 3600 else { throw ValidationError("--grace must be 0 to 3600 seconds, not \(grace)") }
     }
 
     func run() throws {

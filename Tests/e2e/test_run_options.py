@@ -1,0 +1,28 @@
+"""Numeric options that become milliseconds or bounds: a value that is not a number, infinite, past its range or zero
+is refused at start with a message naming the option (`nan` or `inf` once stopped `chainwatch run` and the bench
+with SIGILL: "Double value cannot be converted to Int"; `--idle-timeout 0` closed every tunnel at its first pause,
+`--max-connections 0` answered every client 503)."""
+import subprocess
+
+import pytest
+
+from conftest import BIN
+from test_bench import BENCH
+
+
+@pytest.mark.parametrize("option,value", [
+    ("--probe-timeout", "nan"), ("--connect-timeout", "inf"), ("--request-timeout", "1e300"),
+    ("--idle-timeout", "0"), ("--half-closed-timeout", "-1"), ("--grace", "inf"), ("--max-connections", "0"),
+])
+def test_run_refuses_a_value_it_cannot_use(option, value):
+    proc = subprocess.run([BIN, "run", f"{option}={value}"], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 64, (proc.returncode, proc.stderr)
+    assert option in proc.stderr and "must be" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("option,value", [("--duration", "nan"), ("--duration", "inf"), ("--timeout", "0"),
+                                          ("--grace", "nan"), ("--start-timeout", "1e300"), ("--rate", "inf")])
+def test_the_bench_refuses_a_value_it_cannot_use(option, value):
+    proc = subprocess.run([BENCH, "handshake", "--direct", f"{option}={value}"], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert option in proc.stderr and "must be" in proc.stderr, proc.stderr
