@@ -6,7 +6,8 @@ import Logging
 /// `submit` is non-blocking from any thread. Lines reach the file within milliseconds; a failing write (full disk)
 /// is reported on stderr and retried, and lines are kept (up to `maxPending` lines and `maxPendingBytes`) until it
 /// succeeds; lines dropped past that (the oldest first) are counted, reported, and recorded in the log itself once
-/// writing works again.
+/// writing works again. At `close` the file is tried for a few seconds more; lines it still cannot take are written
+/// to standard error, after an error that says so, and counted (`unwrittenAtClose`): no finding is lost silently.
 public final class AlertWriter: @unchecked Sendable {
     /// Lines kept in memory while the file cannot be written.
     public static let maxPending = 100_000
@@ -27,6 +28,7 @@ public final class AlertWriter: @unchecked Sendable {
     private var writtenTotal = 0
     private var droppedTotal = 0
     private var failedWrites = 0
+    private var unwrittenAtClose = 0
     private var drained = true
     // Writer thread only:
     private var fd: Int32 = -1
@@ -124,6 +126,17 @@ public final class AlertWriter: @unchecked Sendable {
         return (droppedTotal, failedWrites)
     }
 
+    /// Lines the file could not take by the time it was closed, written to standard error instead.
+    public var unwrittenLines: Int {
+        condition.lock(); defer { condition.unlock() }
+        return unwrittenAtClose
+    }
+
+    /// Tries to write the lines still queued at `close` while the file fails, once a `closingRetryInterval`, this
+    /// many times, before they go to standard error (well within `close`'s 5 s).
+    public static let closingRetries = 3
+    public static let closingRetryInterval: TimeInterval = 1
+
     /// Writes everything queued, syncs the file and stops the thread. Waits at most `timeout` seconds.
     public func close(timeout: TimeInterval = 5) {
         condition.lock()
@@ -138,6 +151,7 @@ public final class AlertWriter: @unchecked Sendable {
     static let coalescingInterval: TimeInterval = 0.01
 
     private func run() {
+        var closingTries = 0
         while true {
             condition.lock()
             while queue.isEmpty && !reopenRequested && !stopping { condition.wait() }
@@ -172,9 +186,17 @@ public final class AlertWriter: @unchecked Sendable {
                 trimQueue()
             }
             drained = queue.isEmpty
-            let finished = stop && (queue.isEmpty || failing)
+            if stop && !queue.isEmpty && failing { closingTries += 1 }
+            let finished = stop && (queue.isEmpty || closingTries > Self.closingRetries)
+            let left = finished ? queue : []
+            if finished {
+                unwrittenAtClose = left.count
+                queue.removeAll()
+                queueBytes = 0
+            }
             condition.unlock()
             if finished {
+                if !left.isEmpty { writeToStandardError(left) }
                 if fd >= 0 { fsync(fd); Glibc.close(fd) }
                 condition.lock()
                 thread = nil
@@ -182,14 +204,27 @@ public final class AlertWriter: @unchecked Sendable {
                 condition.unlock()
                 return
             }
-            if !unwritten.isEmpty {
-                Thread.sleep(forTimeInterval: 1)   // full disk: retry each second
+            if !unwritten.isEmpty || (stop && !drained) {
+                Thread.sleep(forTimeInterval: stop ? Self.closingRetryInterval : 1)   // full disk: retry each second
             } else if !stop, !batch.isEmpty {
                 // A line is written the moment it wakes the writer; the lines after it wait up to this long and go
                 // out together. A flagged upstream's storm then costs one wake-up and one write per interval, not
                 // one per line (each wake-up a context switch on the loops' cores).
                 Thread.sleep(forTimeInterval: Self.coalescingInterval)
             }
+        }
+    }
+
+    /// The last resort at close for lines the file would not take: an error naming the file and the count, then the
+    /// lines themselves, whole, on standard error (a service's journal keeps them).
+    private func writeToStandardError(_ lines: [String]) {
+        logger.error("\(name) \(path): \(lines.count) line(s) could not be written before exit; they follow on standard error")
+        var text = Array((lines.joined(separator: "\n") + "\n").utf8)[...]
+        while !text.isEmpty {
+            let n = text.withUnsafeBytes { Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            text = text.dropFirst(n)
         }
     }
 

@@ -114,6 +114,16 @@ public final class ProxyServer: @unchecked Sendable {
         }
         inspector.alerts.close()
         inspector.accessLog?.close()
-        logger.notice("stopped; \(inspector.alerts.written) alert line(s) written to \(inspector.alerts.path)")
+        let unwritten = inspector.alerts.unwrittenLines + (inspector.accessLog?.unwrittenLines ?? 0)
+        if unwritten > 0 {
+            logger.error("stopped; \(inspector.alerts.written) alert line(s) written to \(inspector.alerts.path), \(unwritten) alert or access line(s) could not be written to their file and went to standard error")
+        } else {
+            logger.notice("stopped; \(inspector.alerts.written) alert line(s) written to \(inspector.alerts.path)")
+        }
+        linesLostToTheirFiles = unwritten
     }
+
+    /// Alert and access lines that `shutdown` could not write to their files (standard error got them): `run` then
+    /// exits 1.
+    public private(set) var linesLostToTheirFiles = 0
 }

@@ -295,6 +295,8 @@ struct Run: ParsableCommand {
             if watchdog, server.stuckLoops.isEmpty { systemd.notify("WATCHDOG=1") }
         } : nil, onDrain: { systemd.notify("STOPPING=1\nSTATUS=draining") })
         withExtendedLifetime(adminServer) {}
+        // Lines a full disk kept from their file went to standard error: said by the exit status too.
+        if server.linesLostToTheirFiles > 0 { throw ExitCode(1) }
     }
 }
 

@@ -17,6 +17,27 @@ import Testing
         #expect(pending.lines >= 5 && pending.lines <= 11, "\(pending)")
     }
 
+    /// At close, lines the file still refuses are counted (they go to standard error) after a few seconds of
+    /// retries, within `close`'s 5 s; a file that takes them leaves none.
+    @Test func linesAFullDiskRefusesAtCloseAreCountedNotDropped() throws {
+        let writer = try AlertWriter(path: "/dev/full", logger: Logger(label: "test"))
+        writer.submit("{\"n\":1}")
+        writer.submit("{\"n\":2}")
+        let started = Date()
+        writer.close(timeout: 5)
+        let took = Date().timeIntervalSince(started)
+        #expect(writer.unwrittenLines == 2)
+        #expect(took >= Double(AlertWriter.closingRetries) * AlertWriter.closingRetryInterval * 0.9 && took < 5, "\(took) s")
+
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("alerts-\(UUID().uuidString).jsonl").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let fine = try AlertWriter(path: path, logger: Logger(label: "test"))
+        fine.submit("{\"n\":1}")
+        fine.close(timeout: 5)
+        #expect(fine.unwrittenLines == 0)
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "{\"n\":1}\n")
+    }
+
     @Test func manyShortLinesAreBoundedInLinesCheaply() throws {
         let writer = try AlertWriter(path: "/dev/full", logger: Logger(label: "test"))
         defer { writer.close(timeout: 0.5) }

@@ -330,10 +330,14 @@ def test_alert_log_survives_rotation_and_is_flushed_on_sigterm(tmp_path, pki):
 
 
 def test_full_disk_for_the_alert_log_is_reported(tmp_path, pki):
+    """A full disk is reported and traffic goes on; at exit the lines the file never took are not dropped silently
+    (they were, with `stopped; 0 alert line(s) written` and exit status 0): after an error that counts them they are
+    written whole to standard error, and the exit status is 1."""
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 genuine.test\n")
     p = Proxy(["--policy", str(write_policy(tmp_path, pki, "alert")), "--hosts", str(hosts), "--alert-log", "/dev/full"], tmp_path)
     server = serve(pki, "expired", "1.2")
+    stopped = False
     try:
         r = curl(p, "genuine.test", server.port, "1.2")
         assert r.returncode == 0, "a full alert log must not break traffic"
@@ -341,9 +345,17 @@ def test_full_disk_for_the_alert_log_is_reported(tmp_path, pki):
         while b"No space left on device" not in p.output().encode() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert "No space left on device" in p.output()
+        status = p.stop()
+        stopped = True
+        out = p.output()
+        assert status == 1, f"exit status {status} with an alert line unwritten:\n{out[-2000:]}"
+        assert "1 line(s) could not be written before exit; they follow on standard error" in out, out[-2000:]
+        kept = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        assert [k["event"]["reason"] for k in kept] == ["expired"], out[-2000:]
     finally:
         server.close()
-        p.stop()
+        if not stopped:
+            p.stop()
 
 
 def test_a_line_cut_by_a_full_disk_is_not_split_across_a_rotation(tmp_path, pki):
