@@ -23,7 +23,7 @@ public enum Explainer {
         if let p = rule.profile {
             var parts: [String] = []
             if let v = p.minVersion { parts.append("\(v) or newer (else tls_version)") }
-            if let b = p.minSignatureHashBits { parts.append("certificate signatures SHA-\(b) or stronger (else weak_signature)") }
+            if let b = p.minSignatureHashBits { parts.append("certificate signatures \(ProtocolProfile.digestName(bits: b)) or stronger (else weak_signature)") }
             var keys: [String] = []
             if let r = p.minRSABits { keys.append("RSA ≥ \(r) bits") }
             if let e = p.minECBits { keys.append("EC ≥ \(e) bits") }

@@ -95,6 +95,28 @@ struct PolicyParser {
             report(.error, line: mark.line, column: mark.column, "YAML: \(problem)", hint: hint)
         case .reader(let problem, _, _, _):
             report(.error, line: 1, column: 1, "YAML: \(problem)", hint: "the file must be UTF-8 text")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            // Yams names the mapping (its first key's place); the line is the duplicate's own: the second key of
+            // that name at the mapping's indentation, from there on.
+            let lines = yaml.split(separator: "\n", omittingEmptySubsequences: false)
+            for key in duplicates.sorted() {
+                var seen = 0
+                var place = (line: context.mark.line, column: context.mark.column)
+                for index in max(0, context.mark.line - 1)..<lines.count {
+                    let text = lines[index]
+                    let indent = text.prefix { $0 == " " }.count
+                    if index > context.mark.line - 1, indent < context.mark.column - 1,
+                       !text.allSatisfy({ $0 == " " || $0 == "\r" }), !text.dropFirst(indent).hasPrefix("#") { break }
+                    // The mapping's first line from its mark (it may follow a list's "- "); later lines at its indentation.
+                    let rest = text.dropFirst(context.mark.column - 1)
+                    guard index == context.mark.line - 1 || indent == context.mark.column - 1,
+                          rest.hasPrefix("\(key):") || rest.hasPrefix("\"\(key)\":") || rest.hasPrefix("'\(key)':") else { continue }
+                    seen += 1
+                    if seen == 2 { place = (index + 1, context.mark.column); break }
+                }
+                report(.error, line: place.line, column: place.column, "duplicate key '\(key)' in one mapping",
+                       hint: "give each key once: of two values only one would count")
+            }
         default:
             report(.error, line: 1, column: 1, "YAML: \(error)")
         }
@@ -384,7 +406,9 @@ struct PolicyParser {
             }
         }
         if let n = pairs["min_signature_hash"], let t = expectScalar(n, what: "`min_signature_hash`") {
-            if let bits = ProtocolProfile.digestBits(t), !t.isEmpty { p.minSignatureHashBits = bits } else {
+            if let bits = ProtocolProfile.digestBits(t), !t.isEmpty, bits >= 160 { p.minSignatureHashBits = bits } else if ProtocolProfile.digestBits(t) != nil, !t.isEmpty {
+                report(.error, at: n, "'\(t)' is broken and cannot be a minimum", hint: "sha256, sha384 or sha512 (sha1 at the lowest)")
+            } else {
                 report(.error, at: n, "unknown hash '\(t)'", hint: "sha256, sha384 or sha512")
             }
         }
@@ -465,6 +489,13 @@ struct PolicyParser {
                 written += 1
                 do {
                     let fp = try Fingerprint(parsing: text)
+                    // The same digest twice (or in base64 and in hex) is one pin: counted once, so a set of it is
+                    // still warned about as having no backup.
+                    guard !(key == "spki" ? level.spki : level.certificates).contains(fp) else {
+                        report(.warning, at: item, "duplicate pin: '\(text)' is a \(key) pin of `\(name)` already listed",
+                               hint: "remove it; a backup pin is another key or certificate")
+                        continue
+                    }
                     if key == "spki" { level.spki.append(fp) } else { level.certificates.append(fp) }
                 } catch {
                     let (message, hint) = Self.explain(error, text: text)

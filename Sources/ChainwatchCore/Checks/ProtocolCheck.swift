@@ -16,7 +16,7 @@ public struct ProtocolCheck: Check {
             for (depth, cert) in judged.enumerated() {
                 if let bits = ProtocolProfile.digestBits(cert.signatureDigest), bits < minBits {
                     return .fails(.weakSignature, level: .of(depth: depth, count: path.count),
-                                  detail: "\(cert.subject) is signed with \(cert.signatureAlgorithm); profile \(profile.name) needs SHA-\(minBits) or stronger")
+                                  detail: "\(cert.subject) is signed with \(cert.signatureAlgorithm); profile \(profile.name) needs \(ProtocolProfile.digestName(bits: minBits)) or stronger")
                 }
             }
         }

@@ -34,6 +34,9 @@ public struct ProtocolProfile: Sendable, Hashable {
     public static let ats = ProtocolProfile(name: "ats", minVersion: .tls1_2, minSignatureHashBits: 256,
                                             minRSABits: 2048, minECBits: 256, requireForwardSecrecy: true)
 
+    /// A minimum's name for messages: `SHA-1` for 160 bits, `SHA-256` for 256.
+    public static func digestName(bits: Int) -> String { bits == 160 ? "SHA-1" : "SHA-\(bits)" }
+
     /// Strength in bits of a signature digest name (`SHA256` → 256, `SHA1` → 160); nil when unknown.
     /// An empty digest (Ed25519, Ed448: the hash is part of the algorithm) counts as strong.
     public static func digestBits(_ digest: String) -> Int? {
