@@ -46,15 +46,21 @@ extension ProxyConnection {
 
     /// The access line of the request or tunnel in progress, its verdict as far as known (nil without an access log);
     /// starts afresh for the next request on the connection.
+    /// A refusal before any request line (a malformed or oversized head, an unsupported method, no head in time) has a
+    /// line too, with its status and reason, and no method or URL.
     func accessRecord(kind: AccessRecord.Kind) -> AccessRecord? {
-        defer { access = AccessState() }
-        guard worker.inspector.accessLog != nil, access.requestLine != nil else { return nil }
+        defer {
+            access = AccessState()
+            access.started = worker.loop.cachedMilliseconds   // what a refusal of the next request counts from
+        }
+        guard worker.inspector.accessLog != nil, access.requestLine != nil || access.status != nil else { return nil }
         let (method, url) = access.methodAndURL
         let now = worker.loop.cachedMilliseconds
-        var known = inspection?.handshakeFacts ?? access.target.map { self.facts(for: $0) } ?? ConnectionFacts(connectHost: "", port: 0)
+        // A refusal before a target was read: the client's side only (no destination).
+        var known = inspection?.handshakeFacts ?? self.facts(for: access.target ?? Authority(host: "", port: 0))
         known.upstreamIP = known.upstreamIP ?? connectedAddress?.ip
         let verdict = inspection?.outcome ?? access.admission
-        let status = access.status ?? (kind == .tunnel ? 200 : nil)
+        let status = access.status ?? (kind == .http ? machine.responseStatus : nil) ?? (kind == .tunnel ? 200 : nil)
         return AccessRecord(endMilliseconds: now, durationMilliseconds: max(0, now - access.started), kind: kind,
                             connection: known, method: method, url: url, status: status,
                             bytesFromClient: access.fromClient, bytesToClient: access.toClient,

@@ -59,6 +59,7 @@ final class ProxyConnection: ConnectionDelegate {
         self.clientAddress = clientAddress
         clientKey = clientAddress.clientKey   // an IPv6 client by its /64
         machine = ConnectionMachine(limits: worker.configuration.connectionLimits, dialect: dialect)
+        access.started = worker.loop.cachedMilliseconds   // a request line sets its own; a refusal before one uses this
         client.delegate = self
     }
 
@@ -412,7 +413,7 @@ final class ProxyConnection: ConnectionDelegate {
         isClosed = true
         // A request (or tunnel) in progress; a keep-alive client idle between requests has none. Its line is written
         // once the inspection has heard of the close, which can decide it (a flight that ended short).
-        let record = access.requestLine == nil ? nil
+        let record = access.requestLine == nil && access.status == nil ? nil
             : accessRecord(kind: closeOutcome == .refused ? .refused : (closeOutcome == .http ? .http : .tunnel))
         let inspection = self.inspection
         inspection?.tunnelClosed()

@@ -52,9 +52,10 @@ def test_every_tunnel_and_request_gets_one_line(start_proxy, tmp_path, pki):
         assert "denied" in blocked["event"]["type"]
         assert known_bad["event"]["action"] == "refused" and known_bad["http"]["response"]["status_code"] == 403
         assert "untrusted_chain" in known_bad["message"]
-        for line in (first, second):   # a keep-alive client: one line per request
+        for line in (first, second):   # a keep-alive client: one line per request, with the upstream's status
             assert line["event"]["action"] == "http" and line["url"]["original"] == f"http://127.0.0.1:{web.port}/blob"
             assert line["http"]["request"]["method"] == "GET" and line["destination"]["bytes"] > 2000
+            assert line["http"]["response"]["status_code"] == 200, line
         assert first["chainwatch"]["tunnel_id"] == second["chainwatch"]["tunnel_id"]
     finally:
         genuine.close()
@@ -230,3 +231,22 @@ def test_access_and_alert_logs_agree_tunnel_by_tunnel(start_proxy, tmp_path, pki
     finally:
         for server in (slow_forged, slow_genuine, forged12, web):
             server.close()
+
+
+def test_a_request_refused_before_its_target_is_read_gets_a_line(start_proxy, tmp_path):
+    """400, 405, 431 and 408 answered before a request line could be read (a malformed target, an unsupported
+    method, an oversized head, no head in time) each get a refused line with the status and the reason, the client's
+    address and no destination: they had none (the access log lacked 87 of 137 refusals in an operator review)."""
+    log = tmp_path / "access.jsonl"
+    p = start_proxy("--access-log", str(log), "--request-timeout", "1")
+    asks = [(b"CONNECT 127.0.0.1:0 HTTP/1.1\r\n\r\n", 400), (b"FOO http://127.0.0.1:1/ HTTP/1.1\r\n\r\n", 405),
+            (b"CONNECT 127.0.0.1:1 HTTP/1.1\r\nX: " + b"a" * 17000 + b"\r\n\r\n", 431), (b"", 408)]
+    for request, status in asks:
+        got, _, _ = raw_request(p.port, request)
+        assert got == status, (request[:40], got)
+    lines = access_lines(log, len(asks), timeout=4)
+    assert sorted(l["http"]["response"]["status_code"] for l in lines) == sorted(s for _, s in asks), lines
+    for line in lines:
+        assert line["event"]["action"] == "refused" and line["event"]["outcome"] == "failure", line
+        assert line["source"]["ip"] == "127.0.0.1" and "domain" not in line.get("destination", {}), line
+        assert line["message"].startswith("refused - refused: "), line["message"]

@@ -77,7 +77,9 @@ public struct AccessRecord: Sendable {
             e.field("reason", reason)
             e.field("duration", Int(durationMilliseconds) * 1_000_000)   // ECS: nanoseconds
         }
-        var message = "\(kind.rawValue) \(connection.connectHost):\(connection.port) "
+        // A refusal before any target was read names none.
+        var message = connection.connectHost.isEmpty && connection.port == 0
+            ? "\(kind.rawValue) - " : "\(kind.rawValue) \(connection.connectHost):\(connection.port) "
         if late {
             message += (verdict ?? "pass") + (reason.map { ": \($0)" } ?? "") + " (the tunnel's line was written as it ended)"
         } else {

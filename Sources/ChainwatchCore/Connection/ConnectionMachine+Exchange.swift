@@ -37,6 +37,7 @@ extension ConnectionMachine {
                 out.append(.consume(.upstream, length))
                 consumeBuffered(.upstream, length)
                 responseHeadEnded(&out)
+                if !interim { responseStatus = head.status }
                 if !interim || exchange!.clientVersion == "HTTP/1.1" {
                     let bytes = HTTPWriter.bytes(of: head)
                     sides[.client].queued += bytes.count   // as `emitRelay` counts: a body-less response closes next

@@ -34,6 +34,9 @@ public struct ConnectionMachine: Sendable {
     /// The upstream asked for (CONNECT target or the URL's authority).
     public internal(set) var target: Authority?
     public internal(set) var exchange: ExchangeMachine?
+    /// The status of the exchange's final response, once its head is relayed (the access log's); nil before, and
+    /// again from the next exchange.
+    public internal(set) var responseStatus: Int?
     /// Plain-HTTP exchanges completed on this client connection.
     public internal(set) var exchangesServed = 0
     /// The connection was closed because no traffic came within the idle limit (the access log's close reason).
@@ -272,6 +275,7 @@ public struct ConnectionMachine: Sendable {
             }
             target = authority
             exchange = ExchangeMachine(request: rewritten, originalHead: head, limits: limits)
+            responseStatus = nil
         }
         startConnecting(request, requestLine: "\(head.method) \(head.target)", &out)
     }
