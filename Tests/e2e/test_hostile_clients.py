@@ -174,3 +174,34 @@ def test_probe_handshakes_count_against_max_connections(start_proxy, tmp_path):
         assert status == 200
     finally:
         server.close()
+
+
+def test_a_servers_answer_to_a_part_record_reaches_a_client_that_sent_only_that(start_proxy, tmp_path):
+    """Under alert, a client that sends only a TLS record header (5 bytes, the hello never comes) has its bytes
+    flow after about a second; its server's answer, the same 5 bytes here, now flows with them. It was held for a
+    hello that never came, past 30 s (an operator review)."""
+    def echo(conn):
+        with conn:
+            while True:
+                data = conn.recv(4096)
+                if not data:
+                    return
+                conn.sendall(data)
+    server = TCPServer(echo)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 echo.test\n")
+    p = start_proxy("--hosts", str(hosts))
+    try:
+        s, status, _ = connect_via(p.port, f"echo.test:{server.port}", timeout=5)
+        assert status == 200
+        started = time.monotonic()
+        s.sendall(b"\x16\x03\x01\x00\x50")
+        got = b""
+        while len(got) < 5:
+            chunk = s.recv(64)
+            assert chunk, "closed before the echo"
+            got += chunk
+        assert got == b"\x16\x03\x01\x00\x50" and time.monotonic() - started < 4, (got, time.monotonic() - started)
+        s.close()
+    finally:
+        server.close()

@@ -338,10 +338,14 @@ public struct InspectionMachine: Sendable {
         }
         switch deadline {
         case .clientHello:
-            // A client that sends a few TLS-looking bytes and waits is not TLS: its bytes flow.
+            // A client that sends a few TLS-looking bytes and waits is not TLS: its bytes flow. So do its server's
+            // under a rule that holds nothing and that no hello can change (they were held for the hello: a server
+            // that answered with a part record of its own waited for the idle timeouts); for a CONNECT to an
+            // address, whose hello's SNI may still pick a rule that holds, they wait for the hello.
             guard holdsClientBytes else { break }
             holdsClientBytes = false
             out.append(.connection(.flowing(.client)))
+            if !holds, !ruleMayChange, !watch.sawClientHello, case .watching = phase { out.append(.connection(.flowing(.upstream))) }
         case .verdict:
             switch phase {
             case .watching:

@@ -385,13 +385,17 @@ final class TestResources: InspectionResources {
         #expect(Self.strings(m.probeAnswered(.success(try Self.genuineProbe()), r)) == ["judge(probe)"])
     }
 
-    /// A client under alert with a spare that sends part of a hello and stops: its bytes flow at the deadline.
-    @Test func aPartHelloBesideASpareFlowsAtTheDeadline() throws {
+    /// A client under alert with a spare that sends part of a hello and stops: its bytes flow at the deadline, and
+    /// so do its server's (a server that echoed a part record was held past the idle timeouts), for a CONNECT to a
+    /// name; to an address, whose hello may still name a rule that holds, the server's wait for the hello.
+    @Test(arguments: [("tls13.chainwatch.test", true), ("192.0.2.7", false)])
+    func aPartHelloBesideASpareFlowsAtTheDeadline(_ host: String, _ serverFlows: Bool) throws {
         let r = TestResources()
-        var m = Self.machine(Self.alert, host: "tls13.chainwatch.test")
+        var m = Self.machine(Self.alert, host: host)
         _ = m.start(holdingTheClientHello: true)
         #expect(Self.feed(&m, .client, Array(try TLSFixture.bytes("tls13-rsa.c2s.bin").prefix(40)), r).isEmpty)
-        #expect(Self.strings(m.deadlineFired(.clientHello, r)) == ["flowing(client)"])
+        #expect(Self.feed(&m, .upstream, [22, 3, 1, 0, 80], r).isEmpty)
+        #expect(Self.strings(m.deadlineFired(.clientHello, r)) == (serverFlows ? ["flowing(client)", "flowing(upstream)"] : ["flowing(client)"]))
     }
 
     /// Which rules give a tunnel a spare connection at the CONNECT: one that holds nothing. Under block the pair
