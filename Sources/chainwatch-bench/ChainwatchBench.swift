@@ -177,12 +177,19 @@ extension CommonOptions {
             guard which("nft") != nil else { throw BenchError("--via transparent needs the nft command (apt-get install nftables)") }
             if upstream != nil || rawUpstream != nil { throw BenchError("--via transparent needs the bench's own upstreams (on 127.0.0.1), not --upstream or --raw-upstream") }
         }
+        // The report's files are written after the run: one that cannot be written is said now, not after the
+        // measurement it would have kept.
+        for (option, path) in [("--json", json), ("--svg", svg), ("--png", png)] {
+            if let path, let problem = unwritable(path) { throw BenchError("\(option) \(path): \(problem)") }
+        }
+        let bulkBytes = try parseSize(payload.size)
+        if scenario == .bulk, bulkBytes == 0 { throw BenchError("--size must be more than 0 bytes for bulk") }
         var plan = Plan(scenario: scenario, proxy: source, proxyName: name, direct: direct, tlsVersions: versions, policies: policies,
                     externalTLSUpstream: try upstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     externalRawUpstream: try rawUpstream.map { s throws(BenchError) in try Endpoint(parsing: s) },
                     upstreamKind: startUpstream, nginxWorkers: nginxWorkers, concurrency: concurrency, longTransfers: longTransfers,
                     threads: threads, rate: rate, duration: duration, count: scenario == .idle ? nil : count, timeout: timeout, grace: grace,
-                    maxFailures: maxFailures, responseBytes: payload.responseBytes, bulkBytes: try parseSize(payload.size),
+                    maxFailures: maxFailures, responseBytes: payload.responseBytes, bulkBytes: bulkBytes,
                     upload: payload.upload, resume: payload.resume, sni: sni, freshNames: freshNames || freshCertificates, freshCertificates: freshCertificates, fault: fault, startTimeout: startTimeout, keepTemp: keepTemp, quiet: quiet)
         plan.via = via
         return plan
@@ -205,7 +212,10 @@ extension CommonOptions {
         if let json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            try encoder.encode(report).write(to: URL(fileURLWithPath: json))
+            do { try encoder.encode(report).write(to: URL(fileURLWithPath: json)) } catch {
+                FileHandle.standardError.write(Data("chainwatch-bench: error: --json \(json): cannot write it: \(error.localizedDescription)\n".utf8))
+                throw ExitCode(1)
+            }
         }
         do { try writePictures([report], svg: svg, png: png) } catch let error as BenchError {
             FileHandle.standardError.write(Data("chainwatch-bench: error: \(error.description)\n".utf8))
@@ -263,11 +273,41 @@ struct Plot: ParsableCommand {
     @Option(help: "Write the picture as PNG here (needs rsvg-convert: apt-get install librsvg2-bin).")
     var png: String?
     func run() throws {
-        let decoded = try reports.map { try JSONDecoder().decode(Report.self, from: Data(contentsOf: URL(fileURLWithPath: $0))) }
+        var decoded: [Report] = []
+        for path in reports {
+            do {
+                decoded.append(try JSONDecoder().decode(Report.self, from: Data(contentsOf: URL(fileURLWithPath: path))))
+            } catch {
+                let why = (error as? DecodingError).map { _ in "not a report written with --json" } ?? error.localizedDescription
+                FileHandle.standardError.write(Data("chainwatch-bench: error: \(path): \(why)\n".utf8))
+                throw ExitCode(2)
+            }
+        }
+        for (option, path) in [("--svg", svg), ("--png", png)] {
+            if let path, let problem = unwritable(path) {
+                FileHandle.standardError.write(Data("chainwatch-bench: error: \(option) \(path): \(problem)\n".utf8))
+                throw ExitCode(2)
+            }
+        }
         for report in decoded { print(renderTable(report), terminator: "") }
         do { try writePictures(decoded, svg: svg, png: png) } catch let error as BenchError {
             FileHandle.standardError.write(Data("chainwatch-bench: error: \(error.description)\n".utf8))
             throw ExitCode(2)
         }
     }
+}
+
+/// Why a report file cannot be written at `path` (nil: it can): an existing file that is not writable, or a folder
+/// that is missing or not writable.
+func unwritable(_ path: String) -> String? {
+    let manager = FileManager.default
+    var isDirectory: ObjCBool = false
+    if manager.fileExists(atPath: path, isDirectory: &isDirectory) {
+        if isDirectory.boolValue { return "is a folder" }
+        return manager.isWritableFile(atPath: path) ? nil : "not writable"
+    }
+    let folder = (path as NSString).deletingLastPathComponent
+    let parent = folder.isEmpty ? "." : folder
+    guard manager.fileExists(atPath: parent, isDirectory: &isDirectory), isDirectory.boolValue else { return "no folder \(parent)" }
+    return manager.isWritableFile(atPath: parent) ? nil : "folder \(parent) is not writable"
 }

@@ -60,7 +60,7 @@ func renderTable(_ report: Report) -> String {
         out += "redirected \(run.label): \(redirected) connections for \(run.kinds.reduce(0) { $0 + $1.started }) sessions started\n"
     }
     for run in report.runs {
-        guard let upstream = run.upstreamConnections else { continue }
+        guard let upstream = run.upstreamConnections, upstream > 0 else { continue }   // none counted (bulk, idle)
         let started = run.kinds.reduce(0) { $0 + $1.started }
         let extra = started > 0 ? " (\(number(Double(upstream - started) * 100 / Double(started), 2)) % more)" : ""
         out += "upstream TLS connections \(run.label): \(upstream) for \(started) sessions started\(extra)\n"

@@ -26,3 +26,18 @@ def test_the_bench_refuses_a_value_it_cannot_use(option, value):
     proc = subprocess.run([BENCH, "handshake", "--direct", f"{option}={value}"], capture_output=True, text=True, timeout=10)
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert option in proc.stderr and "must be" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["handshake", "--direct", "--count", "50", "--json", "/nonexistent/report.json"], "--json /nonexistent/report.json: no folder /nonexistent"),
+    (["handshake", "--direct", "--count", "50", "--svg", "/tmp"], "--svg /tmp: is a folder"),
+    (["bulk", "--direct", "--count", "1", "--size", "0"], "--size must be more than 0 bytes for bulk"),
+    (["plot", "/nonexistent/report.json"], "/nonexistent/report.json: "),
+])
+def test_the_bench_says_at_once_what_it_cannot_do(args, message):
+    """A report file that cannot be written is said before the run (it was said after it, with the measurement lost
+    and a raw NSError); a bulk run of 0 bytes is refused; a missing report to plot is named."""
+    proc = subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=20)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert message in proc.stderr and "Error Domain" not in proc.stderr, proc.stderr
+    assert "result:" not in proc.stdout, proc.stdout   # nothing was run
