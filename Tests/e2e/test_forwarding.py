@@ -117,6 +117,19 @@ def test_plain_http_chunked_response_and_upload(proxy, http_server):
     assert r.stdout.decode().split() == [hashlib.sha256(body).hexdigest(), str(len(body))]
 
 
+def test_a_chunked_upload_with_a_bare_line_feed_is_refused_and_a_repeated_length_goes_on_as_one(proxy, http_server):
+    """A chunk line ended by a bare LF reaches no upstream (400); `Content-Length: 5, 5` goes upstream as
+    `Content-Length: 5` (RFC 9110 §8.6), and the body arrives."""
+    bare = (f"POST http://127.0.0.1:{http_server.port}/sha256 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            "Connection: close\r\n\r\n5\nhello\r\n0\r\n\r\n").encode()
+    got, head, body = raw_request(proxy.port, bare)
+    assert got == 400 and b"malformed chunked request body" in body, (got, head, body)
+    repeated = (f"POST http://127.0.0.1:{http_server.port}/sha256 HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\n"
+                "Connection: close\r\n\r\nhello").encode()
+    got, head, body = raw_request(proxy.port, repeated)
+    assert got == 200 and body.decode().split() == [hashlib.sha256(b"hello").hexdigest(), "5"], (got, head, body)
+
+
 def test_plain_http_pipelined_requests_answered_in_order(proxy, http_server):
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
         req = f"GET http://127.0.0.1:{http_server.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode()
@@ -212,6 +225,10 @@ def test_half_close_passes_eof_and_keeps_the_other_direction(proxy):
     (b"TRACE http://127.0.0.1/ HTTP/1.1\r\n\r\n", 405, b"TRACE"),
     (b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n", 431, b"exceeds"),
     (b"CONNECT does-not-exist.invalid:443 HTTP/1.1\r\n\r\n", 502, b"cannot resolve"),
+    # Framing a proxy must not pass on as sent (request smuggling's ground): Transfer-Encoding in HTTP/1.0, a
+    # Content-Length that is no number (it was called 'ambiguous'), a chunk line ended by a bare LF.
+    (b"POST http://127.0.0.1:1/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, b"HTTP/1.0"),
+    (b"POST http://127.0.0.1:1/ HTTP/1.1\r\nContent-Length: abc\r\n\r\n", 400, b"bad Content-Length"),
 ])
 def test_error_answers(proxy, request_bytes, status, needle):
     got, head, body = raw_request(proxy.port, request_bytes)

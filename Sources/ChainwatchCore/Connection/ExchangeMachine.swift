@@ -24,7 +24,7 @@ public struct ExchangeMachine: Sendable {
         method = originalHead.method
         clientVersion = originalHead.version
         keepAlive = ProxyRequest.clientKeepsAlive(originalHead)
-        requestBody = BodyScanner(BodyFraming.request(originalHead) ?? .length(0))
+        requestBody = BodyScanner(BodyFraming.request(originalHead) ?? .length(0), strict: true)
         self.limits = limits
     }
 

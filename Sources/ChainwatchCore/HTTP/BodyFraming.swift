@@ -44,7 +44,7 @@ public enum BodyFraming: Sendable, Equatable {
 /// Finds where a body ends in a stream without copying it: feed each read, learn how many of its bytes belong
 /// to the body. Pure; bytes are forwarded unchanged by the caller.
 public struct BodyScanner: Sendable {
-    public enum ScanError: Error, Sendable, Equatable { case badChunkSize, badChunkTerminator, chunkLineTooLong }
+    public enum ScanError: Error, Sendable, Equatable { case badChunkSize, badChunkTerminator, chunkLineTooLong, bareLineFeed }
 
     private enum State: Sendable, Equatable {
         case remaining(UInt64)            // fixed length, or the data of a chunk (then `inChunk`)
@@ -58,10 +58,16 @@ public struct BodyScanner: Sendable {
     }
     private var state: State
     private var inChunk = false
+    /// Whether a chunked body's lines must end in CRLF (a request's, forwarded as sent: a bare LF the upstream may
+    /// read otherwise than this scanner would let a body end in two places, request smuggling's ground).
+    private let strict: Bool
+    /// The framing byte before this one (a chunk's data leaves it as the size line's last).
+    private var previous: UInt8 = 0
     /// Longest chunk-size or trailer line accepted.
     public static let maxLineLength = 4096
 
-    public init(_ framing: BodyFraming) {
+    public init(_ framing: BodyFraming, strict: Bool = false) {
+        self.strict = strict
         switch framing {
         case .length(let n): state = n == 0 ? .done : .remaining(n)
         case .chunked: state = .chunkSize(digits: 0, seenDigit: false, inExtension: false, lineLength: 0)
@@ -106,6 +112,8 @@ public struct BodyScanner: Sendable {
     }
 
     private mutating func step(_ c: UInt8) throws(ScanError) {
+        if strict, c == 0x0A, previous != 0x0D { throw .bareLineFeed }
+        previous = c
         switch state {
         case .chunkSize(let digits, let seenDigit, let inExtension, let lineLength):
             guard lineLength < Self.maxLineLength else { throw .chunkLineTooLong }

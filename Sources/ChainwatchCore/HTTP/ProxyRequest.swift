@@ -41,10 +41,21 @@ public enum ProxyRequest: Sendable, Equatable {
         }
         var path = String(rest[slash...])
         if path.isEmpty { path = "/" } else if path.first == "?" { path = "/" + path }
-        guard BodyFraming.request(head) != nil else {
-            throw Refusal(status: 400, reason: "ambiguous request body length (Content-Length and Transfer-Encoding)")
+        // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing; forwarded as HTTP/1.1, its
+        // body would be framed one way here and maybe another by the upstream.
+        guard head.version != "HTTP/1.0" || head.tokens(of: "Transfer-Encoding").isEmpty else {
+            throw Refusal(status: 400, reason: "Transfer-Encoding in an HTTP/1.0 request (faulty framing, RFC 9112 §6.1)")
         }
-        let forwarded = rewritten(head, path: path, authority: authorityText, via: via)
+        guard let framing = BodyFraming.request(head) else {
+            throw Refusal(status: 400, reason: Self.framingProblem(head))
+        }
+        var forwarded = rewritten(head, path: path, authority: authorityText, via: via)
+        // RFC 9110 §8.6: a Content-Length of one value repeated (`5, 5`, or two equal fields) goes on as one field.
+        if case .length(let length) = framing, forwarded.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
+            let at = forwarded.headers.firstIndex { $0.name.lowercased() == "content-length" }!
+            forwarded.headers.removeAll { $0.name.lowercased() == "content-length" }
+            forwarded.headers.insert(("Content-Length", String(length)), at: min(at, forwarded.headers.count))
+        }
         // The rewrite adds up to three fields (Host, Via, Connection): a head at the field limit would go upstream
         // over it, where a server with the same limit (Apache's LimitRequestFields is 100 too) refuses it.
         guard forwarded.headers.count <= RequestHeadParser.maxHeaderCount else {
@@ -52,6 +63,15 @@ public enum ProxyRequest: Sendable, Equatable {
                           + "over the \(RequestHeadParser.maxHeaderCount) this proxy takes")
         }
         return .forward(authority, head: forwarded)
+    }
+
+    /// Why a request's body framing was refused, as its client will read it.
+    static func framingProblem(_ head: RequestHead) -> String {
+        let te = head.tokens(of: "Transfer-Encoding")
+        let hasLength = head.headers.contains { $0.name.lowercased() == "content-length" }
+        if !te.isEmpty && hasLength { return "ambiguous request body length (Content-Length and Transfer-Encoding)" }
+        if !te.isEmpty { return "Transfer-Encoding '\(te.joined(separator: ", "))' does not end in chunked" }
+        return "bad Content-Length (one decimal number, the same in every copy)"
     }
 
     /// Hop-by-hop fields (RFC 9110 §7.6.1) that a proxy must not forward, plus those named in `Connection`.

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import ChainwatchCore
 
@@ -119,6 +120,27 @@ import Testing
         #expect(try refusalStatus("CONNECT a:443 HTTP/1.1\r\n\r\n") == nil)
     }
 
+    /// Framing a proxy must not pass on as it came (an operator review sent each through): Transfer-Encoding in an
+    /// HTTP/1.0 request is faulty framing (RFC 9112 §6.1), refused; a Content-Length repeated with one value goes on
+    /// as one field (RFC 9110 §8.6); a Content-Length that is no number says so.
+    @Test func framingThatCannotBeForwardedAsSent() throws {
+        #expect(try refusalStatus("POST http://a/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n") == 400)
+        #expect(try refusalStatus("POST http://a/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n") == nil)
+        for repeated in ["Content-Length: 5, 5\r\n", "Content-Length: 5\r\nContent-Length: 5\r\n"] {
+            guard case .forward(_, let out) = try ProxyRequest.classify(try head("POST http://a/ HTTP/1.1\r\n\(repeated)\r\n")) else {
+                Issue.record("not forwarded"); continue
+            }
+            #expect(out.headers.filter { $0.name.lowercased() == "content-length" }.map(\.value) == ["5"])
+        }
+        let bad = try head("POST http://a/ HTTP/1.1\r\nContent-Length: abc\r\n\r\n")
+        do throws(ProxyRequest.Refusal) {
+            _ = try ProxyRequest.classify(bad)
+            Issue.record("accepted")
+        } catch {
+            #expect(error.status == 400 && error.reason.contains("bad Content-Length"), "\(error.reason)")
+        }
+    }
+
     @Test func keepAliveRules() throws {
         #expect(ProxyRequest.clientKeepsAlive(try head("GET http://a/ HTTP/1.1\r\n\r\n")))
         #expect(!ProxyRequest.clientKeepsAlive(try head("GET http://a/ HTTP/1.1\r\nConnection: close\r\n\r\n")))
@@ -145,6 +167,20 @@ import Testing
         var used = 0
         for b in body + next where !drip.isComplete { used += try drip.consume([b]) }
         #expect(used == body.count)
+    }
+
+    /// A request's chunked body (`strict`) must end its lines in CRLF: a bare LF another parser may read otherwise
+    /// is refused; a response's is read leniently, as before.
+    @Test(arguments: ["4\nWiki\r\n0\r\n\r\n", "4\r\nWiki\n0\r\n\r\n", "4\r\nWiki\r\n0\n\r\n", "4\r\nWiki\r\n0\r\nT: x\n\r\n"])
+    func aBareLineFeedInARequestsChunkedBodyIsRefused(_ body: String) throws {
+        var strict = BodyScanner(.chunked, strict: true)
+        #expect(throws: BodyScanner.ScanError.bareLineFeed) { try strict.consume(Array(body.utf8)) }
+        var lenient = BodyScanner(.chunked)
+        #expect(try lenient.consume(Array(body.utf8)) == body.utf8.count)
+        #expect(lenient.isComplete)
+        var proper = BodyScanner(.chunked, strict: true)
+        let crlf = body.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\n", with: "\r\n")
+        #expect(try proper.consume(Array(crlf.utf8)) == crlf.utf8.count && proper.isComplete)
     }
 
     @Test func badChunkSizeIsAnError() {
