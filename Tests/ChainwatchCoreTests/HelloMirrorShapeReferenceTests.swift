@@ -12,18 +12,16 @@ import Testing
         parts.sessionID = [UInt8](repeating: 0, count: parts.sessionID.count)
         if var extensions = parts.extensions {
             if stack.permutes { extensions[stack.permutable].sort { $0.type < $1.type } }
-            extensions.removeAll {
-                $0.type == 21 || $0.type == TLSExtensionType.preSharedKey || $0.type == TLSExtensionType.earlyData
-            }
+            extensions.removeAll { $0.type == TLSExtensionType.preSharedKey }
             for index in extensions.indices {
                 switch extensions[index].type {
-                case TLSExtensionType.sessionTicket:
+                case TLSExtensionType.sessionTicket, 21, TLSExtensionType.earlyData:   // padding, early_data: their place
                     extensions[index].body = []
                 case OuterECH.type:
                     if var ech = try OuterECH.parse(extensions[index].body) {
                         ech.configID = 0
                         ech.enc = [UInt8](repeating: 0, count: ech.enc.count)
-                        ech.payload = ech.drawsPayloadLength(stack) ? [] : [UInt8](repeating: 0, count: ech.payload.count)
+                        ech.payload = ech.drawsPayloadLength(stack) ? OuterECH.drawnPayloadMark : [UInt8](repeating: 0, count: ech.payload.count)
                         extensions[index].body = ech.encoded()
                     }
                 case TrustAnchorIDs.type where stack.permutes:

@@ -92,7 +92,7 @@ import Testing
         #expect(shape.random == [UInt8](repeating: 0, count: 32) && shape.sessionID == [UInt8](repeating: 0, count: 32))
         #expect(shape.cipherSuites.first == 0x0A0A && shape.types.first == 0x0A0A && shape.types.last == 0x1A1A)
         #expect(try shape.keyShares().allSatisfy { $0.value.allSatisfy { $0 == 0 } })
-        #expect(try shape.ech()?.payload == [])
+        #expect(try shape.ech()?.payload == OuterECH.drawnPayloadMark)
         #expect(Array(shape.types.dropFirst().dropLast()) == Array(shape.types.dropFirst().dropLast()).sorted())
     }
 

@@ -53,7 +53,7 @@ final class MirrorTestCrypto: TLSCrypto {
         guard !unsupported.contains(group) else { throw .unsupported("group \(group)") }
         var share: [UInt8]
         switch group {
-        case 0x001D: share = randomBytes(32)
+        case 0x001D: share = randomBytes(31) + [randomBytes(1)[0] & 0x7F]   // as a real X25519 key: bit 255 clear
         case 0x0017: share = [0x04] + randomBytes(64)
         case 0x0018: share = [0x04] + randomBytes(96)
         case 0x11EC: share = randomBytes(1184) + (x25519?.publicShare ?? randomBytes(32))

@@ -316,33 +316,65 @@ def _tunnel_with_hello(proxy, port, message, record_version):
         s.close()
 
 
-def test_one_client_cannot_mark_the_probe_of_another(start_proxy, tmp_path, pki, closing):
+def _without_padding(message):
+    """A ClientHello message with its padding extension (21) taken out, lengths fixed."""
+    body = bytearray(message[4:])
+    p = 2 + 32
+    p += 1 + body[p]
+    p += 2 + struct.unpack("!H", body[p:p + 2])[0]
+    p += 1 + body[p]
+    start, end = p + 2, p + 2 + struct.unpack("!H", body[p:p + 2])[0]
+    kept, q = b"", start
+    while q < end:
+        t, n = struct.unpack("!HH", body[q:q + 4])
+        if t != 21:
+            kept += bytes(body[q:q + 4 + n])
+        q += 4 + n
+    out = bytes(body[:p]) + struct.pack("!H", len(kept)) + kept
+    return b"\x01" + len(out).to_bytes(3, "big") + out
+
+
+def _padded(hello):
+    return any(t == 21 for t, _ in hello.raw.extensions)
+
+
+# A mark one client puts on the probe made from its hello, and the interceptor's test for the unmarked (victims').
+MARKS = {
+    "record_version": (lambda m: (m, 0x0303), lambda hello: hello.record_version == 0x0301),
+    "padding_removed": (lambda m: (_without_padding(m), 0x0301), _padded),
+}
+
+
+@pytest.mark.parametrize("mark", sorted(MARKS))
+def test_one_client_cannot_mark_the_probe_of_another(start_proxy, tmp_path, pki, closing, mark):
     """Clients of one hello shape share a probe, made from the hello of the first. A client that sent curl's own
-    hello in a record of version 0x0303 (curl's records say 0x0301) made that probe carry 0x0303; an interceptor that
-    forged only hellos in 0x0301 records (with a chain of the genuine one's lengths) then forged every later curl
-    tunnel, which met only the spared probe: 20 of 20 forged, no line, in an adversarial try. The record's version is
-    part of the offer: curl's tunnel is a first contact of its own, its probe is forged with it, and it is blocked."""
+    hello in a record of version 0x0303 (curl's records say 0x0301), or without its padding extension, made that probe
+    carry the mark; an interceptor that forged only unmarked hellos (with a chain of the genuine one's lengths) then
+    forged every later curl tunnel, which met only the spared probe: 20 of 20 and 10 of 10 forged, no line, in two
+    adversarial tries. The record's version is part of the offer and the padding's place part of the shape: curl's
+    tunnel is a first contact of its own, its probe is forged with it, and it is blocked."""
+    marked, forge = MARKS[mark]
     genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
     forger = closing(threaded(pki / "matched.fullchain.pem", pki / "matched.key", blob=FORGED_PAGE))
     seen = []
 
-    def forge_the_usual_record(index, hello):
-        seen.append(hello.record_version)
-        return "forger" if hello.record_version == 0x0301 else "genuine"
-    icpt = closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, forge_the_usual_record))
+    def forge_the_unmarked(index, hello):
+        seen.append(forge(hello))
+        return "forger" if forge(hello) else "genuine"
+    icpt = closing(Interceptor({"genuine": genuine.port, "forger": forger.port}, forge_the_unmarked))
     trusted = tmp_path / "interception-ca.pem"
     trusted.write_text((pki / "matched-root.pem").read_text())
     # No spot checks: the probe's own hello is under test, not the checks that would meet the forger later.
     proxy = start_proxy("--policy", str(pinned_policy(tmp_path, pki, "block")), "--hosts", str(hosts_file(tmp_path)),
                         "--ca", str(trusted), "--probe-timeout", "10", "--spot-check-rate", "0", "--grace", "1")
-    hello = _captured_curl_hello(tmp_path)
-    answered = _tunnel_with_hello(proxy, icpt.port, hello, 0x0303)
+    message, record_version = marked(_captured_curl_hello(tmp_path))
+    answered = _tunnel_with_hello(proxy, icpt.port, message, record_version)
     assert answered[:1] == b"\x16", f"the marking client's tunnel got no ServerHello: {answered[:16]!r}"
-    assert seen.count(0x0303) >= 2, f"the marking client's tunnel and its probe: record versions {seen}"
+    assert seen[:2] == [False, False], f"the marking client's tunnel and its probe, forged or not: {seen}"
     assert read_alert_lines(proxy.alert_log, icpt.port) == []
     time.sleep(0.3)
     ran = curl(proxy, icpt.port, path="/blob")
-    assert FORGED_PAGE not in ran.stdout, f"curl got the forged page: {ran}; record versions {seen}"
-    assert 0x0301 in seen[2:], f"curl's tunnel never reached the interceptor: {seen}"
+    assert FORGED_PAGE not in ran.stdout, f"curl got the forged page: {ran}; forged or not: {seen}"
+    assert True in seen[2:], f"curl's tunnel never reached the interceptor: {seen}"
     lines = wait_alert_lines(proxy.alert_log, icpt.port, 1, timeout=4)
     assert lines and lines[-1]["event"]["action"] == "block", lines

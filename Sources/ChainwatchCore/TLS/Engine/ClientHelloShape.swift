@@ -6,9 +6,11 @@
 /// is ones when it is the hello's x25519 share (Chrome's), zeros when not;
 /// every GREASE value (all become 0x0A0A, GREASE extension types 0x0A0A, 0x1A1A, ... by place: where the stack
 /// puts GREASE is its shape, which values it drew is not);
-/// ECH GREASE config_id, enc (zeros, length kept) and payload (zeros, length kept; emptied for a BoringSSL-shaped
-/// hello whose length is one of BoringSSL's four, `OuterECH.boringSSLPayloadLengths`, which it draws per connection).
-/// Removed: pre_shared_key, early_data, padding; the session_ticket body is emptied. A stack that permutes its
+/// ECH GREASE config_id, enc (zeros, length kept) and payload (zeros, length kept; for a BoringSSL-shaped hello whose
+/// length is one of BoringSSL's four, `OuterECH.boringSSLPayloadLengths`, which it draws per connection, the one byte
+/// `OuterECH.drawnPayloadMark`, which no kept length blanks to).
+/// Removed: pre_shared_key; padding and early_data keep their place with an empty body; the session_ticket body is
+/// emptied. A stack that permutes its
 /// extensions (`HelloStack`) has its permuted ones sorted by type, and its trust anchor IDs sorted.
 ///
 /// Whatever the mirror copies from the hello it is given is kept here, and whatever the shape blanks the mirror
@@ -137,7 +139,16 @@ public struct ClientHelloShape: Hashable, Sendable {
             var place = 0
             for index in order {
                 let (type, body) = extensions[index]
-                if type == 21 || type == TLSExtensionType.preSharedKey || type == TLSExtensionType.earlyData { continue }
+                if type == TLSExtensionType.preSharedKey { continue }
+                // padding and early_data: where they are, not what they hold. The mirror keeps a padding extension
+                // where the hello has one (and adds none), and `HelloStack` reads both types' places: a hello that
+                // moved or left out either (to mark the probe made from it, or to have it follow another stack's
+                // rules) is a shape of its own.
+                if type == 21 || type == TLSExtensionType.earlyData {
+                    out.appendUInt16(type)
+                    out += [0, 0]
+                    continue
+                }
                 // GREASE extension types by place (first 0x0A0A, second 0x1A1A): two equal types would be one
                 // extension twice.
                 if isGREASE(type) {
@@ -172,7 +183,7 @@ public struct ClientHelloShape: Hashable, Sendable {
             guard var ech = try OuterECH.parse(Array(body)) else { return out += body }
             ech.configID = 0
             ech.enc = [UInt8](repeating: 0, count: ech.enc.count)
-            ech.payload = ech.drawsPayloadLength(stack) ? [] : [UInt8](repeating: 0, count: ech.payload.count)
+            ech.payload = ech.drawsPayloadLength(stack) ? OuterECH.drawnPayloadMark : [UInt8](repeating: 0, count: ech.payload.count)
             out += ech.encoded()
         case TrustAnchorIDs.type where stack.permutes:
             var anchors = try TrustAnchorIDs.parse(Array(body))

@@ -38,10 +38,23 @@ struct OuterECH: Sendable, Equatable {
         return body + payload
     }
 
+    /// A fresh KEM public key of `length` bytes: X25519 (32) or P-256 uncompressed (65), the DHKEMs ECH GREASE uses;
+    /// random bytes for another length, or when the crypto cannot make the key.
+    static func freshEnc(length: Int, _ random: HelloMirrorRandom) -> [UInt8] {
+        let group: UInt16? = length == 32 ? 0x001D : length == 65 ? 0x0017 : nil
+        if let group, let share = try? random.crypto.keyExchange(group: group, x25519: nil).publicShare, share.count == length {
+            return share
+        }
+        return random.bytes(length)
+    }
+
     /// The payload lengths BoringSSL draws for its ECH GREASE, one per connection: 32 × (4 to 7) bytes and the
     /// AEAD's 16-byte tag (`ssl_setup_ech_grease`). NSS (Firefox) sizes its payload from the hello instead, one length
     /// per build and host.
     static let boringSSLPayloadLengths = [144, 176, 208, 240]
+
+    /// The shape's payload for a length drawn per connection: one byte, where a kept length blanks to zeros.
+    static let drawnPayloadMark: [UInt8] = [0xFF]
 
     /// Whether the stack draws this payload's length per connection: a BoringSSL-shaped hello with one of BoringSSL's
     /// lengths. `ClientHelloShape` then keeps no length, and the mirror draws one; any other length is kept by both.
@@ -50,12 +63,13 @@ struct OuterECH: Sendable, Equatable {
     }
 
     /// Fresh per-connection parts, drawn from nothing of this extension's own: a uniform config_id (BoringSSL's is a
-    /// random byte), random `enc` of the same length, and a random payload of the same length, or of a length drawn
-    /// as BoringSSL draws it (`drawsPayloadLength`).
+    /// random byte), an `enc` that is a public key of the KEM its length names (BoringSSL's is an X25519 key it makes
+    /// for the GREASE, `X25519_keypair`: random bytes are one in four times a valid one, a tell), and a random payload
+    /// of the same length, or of a length drawn as BoringSSL draws it (`drawsPayloadLength`).
     func redrawn(_ random: HelloMirrorRandom, stack: HelloStack) -> OuterECH {
         var fresh = self
         fresh.configID = UInt8(random.below(256))
-        fresh.enc = random.bytes(enc.count)
+        fresh.enc = Self.freshEnc(length: enc.count, random)
         let length = drawsPayloadLength(stack)
             ? Self.boringSSLPayloadLengths[random.below(Self.boringSSLPayloadLengths.count)] : payload.count
         fresh.payload = random.bytes(length)

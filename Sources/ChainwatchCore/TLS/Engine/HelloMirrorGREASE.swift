@@ -27,9 +27,9 @@ extension HelloParts {
     /// Draws every GREASE value afresh as BoringSSL draws them (`ssl_get_grease_value`: one uniform value per place
     /// from the connection's seed), from nothing of the values it replaces: the cipher suites' GREASE, the GREASE
     /// group (one draw for supported_groups and key_share, as BoringSSL writes one value in both: the n-th GREASE
-    /// group of each list share a draw), the GREASE extension types (BoringSSL's second is made to differ from its
-    /// first: they are drawn distinct), supported_versions', and any other list's. Values within one list are drawn
-    /// distinct (no stack repeats a code point in a list). Whether two places held equal values in the client's hello
+    /// group of each list share a draw), the GREASE extension types (BoringSSL's second is flipped by 0x1010 when it
+    /// equals its first; more than two are drawn distinct), supported_versions', and any other list's. Values within
+    /// one list are drawn distinct (no stack repeats a code point in a list). Whether two places held equal values in the client's hello
     /// (a coincidence in half of BoringSSL's hellos) is not copied: a client could otherwise mark every probe made
     /// from its hello by the values it repeated, which `ClientHelloShape` does not keep.
     mutating func redrawGREASE(_ random: HelloMirrorRandom) throws(HelloMirrorError) {
@@ -41,7 +41,17 @@ extension HelloParts {
             return suiteDraws[next]
         }
         guard var extensions else { return }
-        let typeDraws = random.distinctGREASE(extensions.count { isGREASE($0.type) })
+        let greaseTypes = extensions.count { isGREASE($0.type) }
+        let typeDraws: [UInt16]
+        if greaseTypes == 2 {
+            // BoringSSL's two: each a uniform draw, the second flipped by 0x1010 when it equals the first (so the
+            // second is its first's neighbour in 1 of 8 hellos, not 1 of 15).
+            let first = HelloMirrorRandom.greaseValues[random.below(16)]
+            let second = HelloMirrorRandom.greaseValues[random.below(16)]
+            typeDraws = [first, second == first ? second ^ 0x1010 : second]
+        } else {
+            typeDraws = random.distinctGREASE(greaseTypes)
+        }
         next = 0
         for index in extensions.indices where isGREASE(extensions[index].type) {
             extensions[index].type = typeDraws[next]
