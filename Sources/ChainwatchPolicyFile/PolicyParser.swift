@@ -283,6 +283,10 @@ struct PolicyParser {
     }
 
     static func explain(_ error: HostPattern.ParseError, text: String) -> (String, String?) {
+        if let scheme = text.range(of: "://") {   // a URL where a host is wanted: `bad port '//x'` said nothing useful
+            let host = text[scheme.upperBound...].prefix { $0 != "/" }
+            return ("'\(text)' is a URL, not a host pattern", "the host alone: \(host.isEmpty ? "api.example.com" : String(host))")
+        }
         switch error {
         case .empty: return ("empty host pattern", nil)
         case .nonASCII: return ("'\(text)' is not ASCII", "write internationalized names as A-labels (xn--…), as SNI and certificates carry them")

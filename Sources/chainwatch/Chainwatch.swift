@@ -320,7 +320,10 @@ extension Run {
 /// The certificates of a PEM file an option names; a file that cannot be read, or holds none, is an error naming both.
 func certificates(inPEMFile path: String, option: String) throws -> [Certificate] {
     guard let pem = FileManager.default.contents(atPath: path) else { throw CLIError("cannot read \(option) \(path)") }
-    let certificates = try Certificate.parsePEM(Array(pem))
+    let certificates: [Certificate]
+    do { certificates = try Certificate.parsePEM(Array(pem)) } catch {
+        throw CLIError("\(option) \(path): not PEM certificates (\(error))")
+    }
     guard !certificates.isEmpty else { throw CLIError("\(option) \(path): no certificate in the file") }
     return certificates
 }

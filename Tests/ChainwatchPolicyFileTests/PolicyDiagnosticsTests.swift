@@ -99,7 +99,7 @@ private func check(_ file: String, _ expected: [Expected], sourceLocation: Sourc
 
 @Test func everyBrokenFixtureIsCovered() throws {
     let files = try FileManager.default.contentsOfDirectory(atPath: TestPaths.broken.path).filter { $0.hasSuffix(".yaml") }
-    #expect(files.count == 17)
+    #expect(files.count == 18)
 }
 
 @Test func loadRefusesErrorsWithTheSameMessages() {
@@ -155,4 +155,9 @@ private func check(_ file: String, _ expected: [Expected], sourceLocation: Sourc
 /// A key given twice in one mapping is reported at the second, not at the file's first line with the document.
 @Test func aDuplicateKeyIsReportedWhereItIsRepeated() {
     check("duplicate-key.yaml", [(7, 5, .error, "duplicate key 'name' in one mapping", "give each key once")])
+}
+
+/// A URL where a host pattern goes is named as one (it was "bad port '//api.example.com/v1'").
+@Test func aURLInMatchIsNamedAsOne() {
+    check("url-as-host.yaml", [(5, 13, .error, "is a URL, not a host pattern", "the host alone: api.example.com")])
 }

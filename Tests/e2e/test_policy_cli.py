@@ -38,9 +38,13 @@ BROKEN_EXPECTED = {
                             (8, 15, "error", "must be true or false"),
                             (9, 14, "error", "unknown profile 'atz'")]),
     "pins-in-defaults.yaml": (1, [(3, 3, "error", "`pins` is not allowed in `defaults`")]),
+    "broken-minimum-hash.yaml": (1, [(3, 44, "error", "'md5' is broken and cannot be a minimum")]),
+    "duplicate-key.yaml": (1, [(7, 5, "error", "duplicate key 'name' in one mapping")]),
+    "url-as-host.yaml": (1, [(5, 13, "error", "'https://api.example.com/v1' is a URL, not a host pattern")]),
     # Warnings only: the file loads, so `check` passes unless --strict.
     "no-backup-pin.yaml": (0, [(10, 9, "warning", "no backup pin: the root pin set")]),
     "expired-pins.yaml": (0, [(8, 16, "warning", "expired on 2020-01-01")]),
+    "duplicate-pin.yaml": (0, [(10, 9, "warning", "no backup pin: the root pin set"), (10, 69, "warning", "duplicate pin")]),
     "no-defaults-hostname-off.yaml": (0, [(1, 1, "warning", "no `defaults`"),
                                           (4, 15, "warning", "turns the hostname check off")]),
 }

@@ -19,6 +19,11 @@ public enum ProxyRequest: Sendable, Equatable {
     public static func classify(_ head: RequestHead, via: String = "chainwatch") throws(Refusal) -> ProxyRequest {
         if head.method == "CONNECT" {
             guard let authority = Authority.parse(head.target) else {
+                let port = head.target.split(separator: ":").last.map(String.init) ?? ""
+                if head.target.contains(":"), !port.isEmpty, port.allSatisfy(\.isASCIIDigit),
+                   Authority.parse(head.target.dropLast(port.count) + "443") != nil {
+                    throw Refusal(status: 400, reason: "CONNECT port must be 1 to 65535, got \"\(port.prefix(20))\"")
+                }
                 throw Refusal(status: 400, reason: "CONNECT target must be host:port, got \"\(head.target.prefix(100))\"")
             }
             return .connect(authority)

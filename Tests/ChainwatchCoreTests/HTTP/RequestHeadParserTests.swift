@@ -118,6 +118,11 @@ import Testing
         #expect(try refusalStatus("POST http://a/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n") == 400)
         #expect(try refusalStatus("CONNECT a:b HTTP/1.1\r\n\r\n") == 400)
         #expect(try refusalStatus("CONNECT a:443 HTTP/1.1\r\n\r\n") == nil)
+        // A port out of range says so (it was called a target that is not host:port).
+        let zero = try head("CONNECT 127.0.0.1:0 HTTP/1.1\r\n\r\n")
+        do throws(ProxyRequest.Refusal) { _ = try ProxyRequest.classify(zero); Issue.record("accepted") } catch {
+            #expect(error.status == 400 && error.reason.contains("port must be 1 to 65535"), "\(error.reason)")
+        }
     }
 
     /// Framing a proxy must not pass on as it came (an operator review sent each through): Transfer-Encoding in an
