@@ -7,7 +7,9 @@ enum NamedGroup {
     static let secp256r1: UInt16 = 0x0017
     static let secp384r1: UInt16 = 0x0018
     static let x25519: UInt16 = 0x001D
+    static let secp521r1: UInt16 = 0x0019
     static let x25519MLKEM768: UInt16 = 0x11EC
+    static let x25519Kyber768Draft00: UInt16 = 0x6399
 }
 
 /// A fresh exchange for `group`; for X25519MLKEM768, `x25519` (an `X25519Exchange` of this provider) gives the X25519
@@ -17,12 +19,19 @@ func makeKeyExchange(group: UInt16, x25519: (any TLSKeyExchange)?) throws(TLSCry
     case NamedGroup.x25519: return X25519Exchange()
     case NamedGroup.secp256r1: return NISTExchange(.p256(P256.KeyAgreement.PrivateKey()))
     case NamedGroup.secp384r1: return NISTExchange(.p384(P384.KeyAgreement.PrivateKey()))
-    case NamedGroup.x25519MLKEM768:
-        guard let x25519 else { return try X25519MLKEM768Exchange(x25519: X25519Exchange()) }
-        guard let classical = x25519 as? X25519Exchange else {
-            throw .unsupported("an X25519 half from another provider (group 0x\(hex(x25519.group)))")
+    case NamedGroup.secp521r1: return NISTExchange(.p521(P521.KeyAgreement.PrivateKey()))
+    case NamedGroup.x25519MLKEM768, NamedGroup.x25519Kyber768Draft00:
+        let classical: X25519Exchange
+        if let x25519 {
+            guard let given = x25519 as? X25519Exchange else {
+                throw .unsupported("an X25519 half from another provider (group 0x\(hex(x25519.group)))")
+            }
+            classical = given
+        } else {
+            classical = X25519Exchange()
         }
-        return try X25519MLKEM768Exchange(x25519: classical)
+        return group == NamedGroup.x25519MLKEM768 ? try X25519MLKEM768Exchange(x25519: classical)
+            : try X25519Kyber768Draft00Share(x25519: classical)
     default: throw .unsupported("group 0x\(hex(group))")
     }
 }
@@ -59,6 +68,7 @@ final class NISTExchange: TLSKeyExchange {
     enum Key {
         case p256(P256.KeyAgreement.PrivateKey)
         case p384(P384.KeyAgreement.PrivateKey)
+        case p521(P521.KeyAgreement.PrivateKey)
     }
     let group: UInt16
     let publicShare: [UInt8]
@@ -69,6 +79,7 @@ final class NISTExchange: TLSKeyExchange {
         switch key {
         case .p256(let key): (group, publicShare) = (NamedGroup.secp256r1, Array(key.publicKey.x963Representation))
         case .p384(let key): (group, publicShare) = (NamedGroup.secp384r1, Array(key.publicKey.x963Representation))
+        case .p521(let key): (group, publicShare) = (NamedGroup.secp521r1, Array(key.publicKey.x963Representation))
         }
     }
 
@@ -83,6 +94,9 @@ final class NISTExchange: TLSKeyExchange {
                 return try key.sharedSecretFromKeyAgreement(with: peer).withUnsafeBytes { Array($0) }
             case .p384(let key):
                 let peer = try P384.KeyAgreement.PublicKey(x963Representation: serverShare)
+                return try key.sharedSecretFromKeyAgreement(with: peer).withUnsafeBytes { Array($0) }
+            case .p521(let key):
+                let peer = try P521.KeyAgreement.PublicKey(x963Representation: serverShare)
                 return try key.sharedSecretFromKeyAgreement(with: peer).withUnsafeBytes { Array($0) }
             }
         } catch {
@@ -124,5 +138,25 @@ final class X25519MLKEM768Exchange: TLSKeyExchange {
             throw .malformed("X25519MLKEM768 ciphertext: \(error)")
         }
         return mlkemSecret + (try x25519.sharedSecret(serverShare: Array(serverShare.suffix(32))))
+    }
+}
+
+/// X25519Kyber768Draft00 (draft-tls-westerbaan-xyber768d00; Chrome 124 to 130, Go 1.23's default): the client share is
+/// the X25519 public key (32) then a Kyber-768 public key (1184), whose encoding ML-KEM-768's encapsulation key shares
+/// (the 12-bit coefficients of t̂, then ρ), so the share is well-formed as a real client's is (random bytes, as sent
+/// before, decode as such about once in 10^69: a tell). The secret cannot be made: Kyber's round-3 decapsulation is not
+/// ML-KEM's, and swift-crypto has only ML-KEM. A server that picks this group fails the probe, as before.
+final class X25519Kyber768Draft00Share: TLSKeyExchange {
+    let group = NamedGroup.x25519Kyber768Draft00
+    let publicShare: [UInt8]
+
+    init(x25519: X25519Exchange) throws(TLSCryptoError) {
+        let key: MLKEM768.PrivateKey
+        do { key = try MLKEM768.PrivateKey() } catch { throw .unsupported("ML-KEM-768 key generation: \(error)") }
+        publicShare = x25519.publicShare + Array(key.publicKey.rawRepresentation)
+    }
+
+    func sharedSecret(serverShare: [UInt8]) throws(TLSCryptoError) -> [UInt8] {
+        throw .unsupported("X25519Kyber768Draft00: Kyber-768's round-3 decapsulation, which only the share was made for")
     }
 }

@@ -34,11 +34,16 @@ import Testing
                     let x25519 = sent.first { $0.group == 0x001D }?.value
                     let hybrid = sent.first { $0.group == 0x11EC }?.value
                     let sharing = x25519?.count == 32 && (hybrid?.count ?? 0) >= 32 && hybrid.map { Array($0.suffix(32)) } == x25519
+                    let kyber = sent.first { $0.group == 0x6399 }?.value   // X25519Kyber768Draft00: X25519 first
+                    let kyberSharing = x25519?.count == 32 && (kyber?.count ?? 0) >= 32 && kyber.map { Array($0.prefix(32)) } == x25519
                     let entries = sent.map { entry in
                         if isGREASE(entry.group) { return entry }
                         var value = [UInt8](repeating: 0, count: entry.value.count)
                         if entry.group == 0x11EC, value.count >= 32, sharing {
                             value.replaceSubrange(value.count - 32..<value.count, with: repeatElement(1, count: 32))
+                        }
+                        if entry.group == 0x6399, value.count >= 32, kyberSharing {
+                            value.replaceSubrange(0..<32, with: repeatElement(1, count: 32))
                         }
                         return KeyShareEntry(group: entry.group, value: value)
                     }

@@ -249,6 +249,19 @@ import Testing
         #expect(try ClientHelloShape(curl) == ClientHelloShape(HelloMirror.mirror(curl, crypto: MirrorTestCrypto(seed: 4)).message))
     }
 
+    /// An NSS-shaped hello (Firefox: no GREASE extensions) gets random bytes for its ECH enc, as NSS sends HKDF output
+    /// there, not a key (a third review: a key told every probe from real Firefox's hellos).
+    @Test func anNSSShapedHellosECHEncIsRandomBytes() throws {
+        var clear = 0
+        for seed in 1...64 as ClosedRange<UInt64> {
+            let probe = try HelloParts(message: HelloMirror.mirror(HelloFixture.bytes("firefox"), crypto: MirrorTestCrypto(seed: seed)).message)
+            let enc = try #require(try probe.ech()).enc
+            #expect(enc.count == 32)
+            if enc[31] & 0x80 == 0 { clear += 1 }
+        }
+        #expect(clear > 16 && clear < 48, "\(clear) of 64 with bit 255 clear")   // random: about half; a key: all
+    }
+
     /// The GREASE ECH's `enc` is a key the crypto made (BoringSSL's is an X25519 public key: bit 255 clear, on the
     /// curve), not random bytes, which a second review told from Chrome's by that bit in half of all probes.
     @Test func theECHEncIsAKeyNotRandomBytes() throws {

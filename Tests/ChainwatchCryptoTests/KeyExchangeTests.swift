@@ -74,8 +74,35 @@ import Testing
         #expect(try classical.sharedSecret(serverShare: Array(server.share.suffix(32))) == Array(secret.suffix(32)))
     }
 
+    /// secp521r1 (Firefox, Safari, curl and GnuTLS offer it; a HelloRetryRequest may ask for it): 133-byte points.
+    @Test func secp521r1() throws {
+        let ours = try crypto.keyExchange(group: 0x0019, x25519: nil)
+        #expect(ours.group == 0x0019 && ours.publicShare.count == 133 && ours.publicShare.first == 4)
+        let peer = P521.KeyAgreement.PrivateKey()
+        let theirs = try peer.sharedSecretFromKeyAgreement(with: .init(x963Representation: ours.publicShare))
+        #expect(try ours.sharedSecret(serverShare: Array(peer.publicKey.x963Representation)) == theirs.withUnsafeBytes { Array($0) })
+    }
+
+    /// X25519Kyber768Draft00's share is well-formed (its X25519 key first, then an ML-KEM-768 key, Kyber-768's
+    /// encoding: every 12-bit coefficient below q = 3329), reuses a given X25519 key, and makes no secret.
+    @Test func x25519Kyber768Draft00IsAWellFormedShareOnly() throws {
+        let classical = try crypto.keyExchange(group: 0x001D, x25519: nil)
+        let share = try crypto.keyExchange(group: 0x6399, x25519: classical)
+        #expect(share.group == 0x6399 && share.publicShare.count == 1216)
+        #expect(Array(share.publicShare.prefix(32)) == classical.publicShare)
+        let key = Array(share.publicShare.dropFirst(32))
+        _ = try MLKEM768.PublicKey(rawRepresentation: key)   // swift-crypto's own check of the encoding
+        for i in stride(from: 0, to: 1152, by: 3) {           // 384 × 3 bytes: two 12-bit coefficients each
+            let a = Int(key[i]) | (Int(key[i + 1]) & 0x0F) << 8, b = Int(key[i + 1]) >> 4 | Int(key[i + 2]) << 4
+            #expect(a < 3329 && b < 3329)
+        }
+        #expect(throws: TLSCryptoError.self) { try share.sharedSecret(serverShare: [UInt8](repeating: 1, count: 1120)) }
+        let alone = try crypto.keyExchange(group: 0x6399, x25519: nil)
+        #expect(alone.publicShare.count == 1216 && Array(alone.publicShare.prefix(32)) != classical.publicShare)
+    }
+
     @Test func unsupported() throws {
-        #expect(throws: TLSCryptoError.unsupported("group 0x0019")) { try crypto.keyExchange(group: 0x0019, x25519: nil) }
+        #expect(throws: TLSCryptoError.unsupported("group 0x001E")) { try crypto.keyExchange(group: 0x001E, x25519: nil) }
         let p256 = try crypto.keyExchange(group: 0x0017, x25519: nil)
         #expect(throws: TLSCryptoError.self) { try crypto.keyExchange(group: 0x11EC, x25519: p256) }
     }

@@ -2,8 +2,9 @@
 /// to key probes (clients with equal shapes share a probe) and by tests comparing the probe's hello with the client's.
 ///
 /// Blanked: the random and the legacy session id (zeros, length kept); key share values (zeros, lengths kept), but
-/// for a GREASE share's value, kept as sent (BoringSSL's one zero byte), and for X25519MLKEM768's X25519 half, which
-/// is ones when it is the hello's x25519 share (Chrome's), zeros when not;
+/// for a GREASE share's value, kept as sent (BoringSSL's one zero byte), and for a hybrid's X25519 half
+/// (X25519MLKEM768's last 32 bytes, X25519Kyber768Draft00's first 32), which is ones when it is the hello's x25519
+/// share (Go's), zeros when not;
 /// every GREASE value (all become 0x0A0A, GREASE extension types 0x0A0A, 0x1A1A, ... by place: where the stack
 /// puts GREASE is its shape, which values it drew is not);
 /// ECH GREASE config_id, enc (zeros, length kept) and payload (zeros, length kept; for a BoringSSL-shaped hello whose
@@ -131,7 +132,8 @@ public struct ClientHelloShape: Hashable, Sendable {
         out += message[layout.compression]
         if let extensions = layout.extensions {
             let stack = HelloStack(types: extensions.map(\.type))
-            let hybridSharesX25519 = Self.hybridSharesX25519(message, extensions)
+            let hybridSharesX25519 = Self.sharesX25519(Self.hybridGroup, message, extensions)
+            let kyberSharesX25519 = Self.sharesX25519(Self.kyberDraftGroup, message, extensions)
             var order = Array(extensions.indices)
             if stack.permutes { order[stack.permutable].sort { extensions[$0].type < extensions[$1].type } }
             let listStart = out.count
@@ -159,7 +161,8 @@ public struct ClientHelloShape: Hashable, Sendable {
                 }
                 let bodyStart = out.count
                 out += [0, 0]
-                try appendBlankedBody(type, message[body], stack: stack, hybridSharesX25519: hybridSharesX25519, to: &out)
+                try appendBlankedBody(type, message[body], stack: stack, hybridSharesX25519: hybridSharesX25519,
+                                      kyberSharesX25519: kyberSharesX25519, to: &out)
                 patchUInt16(out.count - bodyStart - 2, at: bodyStart, in: &out)
             }
             patchUInt16(out.count - listStart - 2, at: listStart, in: &out)
@@ -174,7 +177,8 @@ public struct ClientHelloShape: Hashable, Sendable {
     /// One extension's body, blanked: what `HelloParts` would hold after the shape's rewrites, then every GREASE code
     /// point (`HelloParts.codePointOffsets`) as 0x0A0A.
     private static func appendBlankedBody(_ type: UInt16, _ body: ArraySlice<UInt8>, stack: HelloStack,
-                                          hybridSharesX25519: Bool, to out: inout [UInt8]) throws(HelloMirrorError) {
+                                          hybridSharesX25519: Bool, kyberSharesX25519: Bool,
+                                          to out: inout [UInt8]) throws(HelloMirrorError) {
         let start = body.startIndex, count = body.count
         switch type {
         case TLSExtensionType.sessionTicket:
@@ -208,6 +212,9 @@ public struct ClientHelloShape: Hashable, Sendable {
                 } else if group == Self.hybridGroup, length >= 32 {
                     out.append(contentsOf: repeatElement(0, count: length - 32))
                     out.append(contentsOf: repeatElement(hybridSharesX25519 ? 1 : 0, count: 32))
+                } else if group == Self.kyberDraftGroup, length >= 32 {
+                    out.append(contentsOf: repeatElement(kyberSharesX25519 ? 1 : 0, count: 32))
+                    out.append(contentsOf: repeatElement(0, count: length - 32))
                 } else {
                     out.append(contentsOf: repeatElement(0, count: length))
                 }
@@ -229,17 +236,29 @@ public struct ClientHelloShape: Hashable, Sendable {
     }
 
     static let hybridGroup: UInt16 = 0x11EC
+    static let kyberDraftGroup: UInt16 = 0x6399
     static let x25519Group: UInt16 = 0x001D
 
-    /// Whether the hello's X25519MLKEM768 share ends in its x25519 share (one X25519 key for both, as Chrome sends
-    /// them), which the mirror keeps (`HelloMirror.freshKeyShares`). A key_share that cannot be read is refused when
-    /// its body is blanked.
-    private static func hybridSharesX25519(_ message: [UInt8], _ extensions: [(type: UInt16, body: Range<Int>)]) -> Bool {
-        guard let keyShare = extensions.first(where: { $0.type == TLSExtensionType.keyShare }),
+    /// The X25519 half of a hybrid share of `group`: X25519MLKEM768's last 32 bytes, X25519Kyber768Draft00's first
+    /// 32; nil for a group that is no X25519 hybrid.
+    static func x25519Half(of group: UInt16) -> (([UInt8]) -> [UInt8])? {
+        switch group {
+        case hybridGroup: { Array($0.suffix(32)) }
+        case kyberDraftGroup: { Array($0.prefix(32)) }
+        default: nil
+        }
+    }
+
+    /// Whether the hello's `group` hybrid share holds its x25519 share as its X25519 half (one X25519 key for both,
+    /// as Go sends them), which the mirror keeps (`HelloMirror.freshKeyShares`). A key_share that cannot be read is
+    /// refused when its body is blanked.
+    private static func sharesX25519(_ group: UInt16, _ message: [UInt8], _ extensions: [(type: UInt16, body: Range<Int>)]) -> Bool {
+        guard let half = x25519Half(of: group),
+              let keyShare = extensions.first(where: { $0.type == TLSExtensionType.keyShare }),
               let entries = try? KeyShareEntry.parse(Array(message[keyShare.body])),
               let x25519 = entries.first(where: { $0.group == x25519Group })?.value, x25519.count == 32,
-              let hybrid = entries.first(where: { $0.group == hybridGroup })?.value, hybrid.count >= 32 else { return false }
-        return Array(hybrid.suffix(32)) == x25519
+              let hybrid = entries.first(where: { $0.group == group })?.value, hybrid.count >= 32 else { return false }
+        return half(hybrid) == x25519
     }
 
     private static func patchUInt16(_ value: Int, at index: Int, in out: inout [UInt8]) {

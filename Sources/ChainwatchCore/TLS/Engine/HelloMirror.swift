@@ -53,22 +53,23 @@ public enum HelloMirror {
     }
 
     /// The client's key shares with fresh values, and the exchanges behind those the crypto performs, in order.
-    /// GREASE shares keep their value (BoringSSL's one zero byte). X25519MLKEM768's X25519 half is the probe's
-    /// x25519 share exactly when the client's hybrid ends in the client's x25519 share (as Chrome sends it).
+    /// GREASE shares keep their value (BoringSSL's one zero byte). A hybrid's X25519 half (X25519MLKEM768's last 32
+    /// bytes, X25519Kyber768Draft00's first 32) is the probe's x25519 share exactly when the client's is the client's
+    /// x25519 share (as Go sends its hybrids).
     static func freshKeyShares(_ entries: [KeyShareEntry], _ random: HelloMirrorRandom)
         throws(HelloMirrorError) -> ([KeyShareEntry], [any TLSKeyExchange]) {
         let x25519Group: UInt16 = 0x001D
-        let hybridGroup: UInt16 = 0x11EC
         var made: [Int: any TLSKeyExchange] = [:]
         // Plain groups first, so a hybrid after its x25519 twin in the list can reuse it.
-        for (index, entry) in entries.enumerated() where !isGREASE(entry.group) && entry.group != hybridGroup {
+        for (index, entry) in entries.enumerated() where !isGREASE(entry.group) && ClientHelloShape.x25519Half(of: entry.group) == nil {
             made[index] = try exchange(entry.group, x25519: nil, random.crypto)
         }
         let x25519Index = entries.firstIndex { $0.group == x25519Group }
-        for (index, entry) in entries.enumerated() where entry.group == hybridGroup {
+        for (index, entry) in entries.enumerated() {
+            guard let half = ClientHelloShape.x25519Half(of: entry.group) else { continue }
             let clientX25519 = x25519Index.map { entries[$0].value } ?? []
-            let shared = clientX25519.count == 32 && entry.value.count >= 32 && Array(entry.value.suffix(32)) == clientX25519
-            made[index] = try exchange(hybridGroup, x25519: shared ? x25519Index.flatMap { made[$0] } : nil, random.crypto)
+            let shared = clientX25519.count == 32 && entry.value.count >= 32 && half(entry.value) == clientX25519
+            made[index] = try exchange(entry.group, x25519: shared ? x25519Index.flatMap { made[$0] } : nil, random.crypto)
         }
         var fresh: [KeyShareEntry] = []
         var exchanges: [any TLSKeyExchange] = []

@@ -63,13 +63,16 @@ struct OuterECH: Sendable, Equatable {
     }
 
     /// Fresh per-connection parts, drawn from nothing of this extension's own: a uniform config_id (BoringSSL's is a
-    /// random byte), an `enc` that is a public key of the KEM its length names (BoringSSL's is an X25519 key it makes
-    /// for the GREASE, `X25519_keypair`: random bytes are one in four times a valid one, a tell), and a random payload
+    /// random byte), an `enc` as the stack makes it (a BoringSSL-shaped hello's: a public key of the KEM its length
+    /// names, as BoringSSL makes an X25519 key for the GREASE, `X25519_keypair`, where random bytes are a valid key
+    /// one time in 32, a tell; any other's: random bytes, as NSS's HKDF output is, where a key would be the tell;
+    /// curl_cffi's Firefox target, BoringSSL shaped as NSS, sends a key and is told apart by it), and a random payload
     /// of the same length, or of a length drawn as BoringSSL draws it (`drawsPayloadLength`).
     func redrawn(_ random: HelloMirrorRandom, stack: HelloStack) -> OuterECH {
         var fresh = self
         fresh.configID = UInt8(random.below(256))
-        fresh.enc = Self.freshEnc(length: enc.count, random)
+        // BoringSSL makes a key (X25519_keypair); NSS fills enc with HKDF output, random bytes (tls13_MaybeGreaseEch).
+        fresh.enc = stack.boringSSLMiddle != nil ? Self.freshEnc(length: enc.count, random) : random.bytes(enc.count)
         let length = drawsPayloadLength(stack)
             ? Self.boringSSLPayloadLengths[random.below(Self.boringSSLPayloadLengths.count)] : payload.count
         fresh.payload = random.bytes(length)
