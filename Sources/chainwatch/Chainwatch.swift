@@ -56,7 +56,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("access-log"), help: "Access log: one JSON line (ECS) per tunnel and plain-HTTP request as it ends: client, destination, SNI, TLS version, verdict, bytes each way, duration, close reason. `-` is standard output. Reopened on SIGUSR1. Default: none.")
     var accessLog: String?
 
-    @Option(help: ArgumentHelp("Extra trust anchors (PEM bundle) added to every rule that trusts the system roots.",
+    @Option(help: ArgumentHelp("Extra trust anchors (PEM bundle, CA certificates) added to every rule that trusts the system roots.",
                                discussion: "Anchors you name are trusted deliberately: a chain through one raises no finding."))
     var ca: String?
 
@@ -173,6 +173,9 @@ struct Run: ParsableCommand {
         guard (1...65_536).contains(heldMemory) else { throw ValidationError("--held-memory must be 1 to 65536 (MiB)") }
         guard admin == "off" || SocketAddress(numeric: admin) != nil else { throw ValidationError("--admin: \(admin) is not ADDR:PORT, [V6]:PORT or off") }
         guard maxConnections >= 1 else { throw ValidationError("--max-connections must be at least 1") }
+        guard socksCredentials == nil || !socks.isEmpty else {
+            throw ValidationError("--socks-credentials needs a --socks listener (nothing would ask for them)")
+        }
         // Seconds become milliseconds in an Int: a value that is not a number, infinite or past a week would not fit
         // (it stopped the process at start), and a zero timeout closes what it times at once.
         let week = 7 * 86_400.0
@@ -231,7 +234,7 @@ struct Run: ParsableCommand {
         let reloader: PolicyReloader
         do {
             try configuration.validate()
-            let extraAnchors = try ca.map { try certificates(inPEMFile: $0, option: "--ca") } ?? []
+            let extraAnchors = try ca.map { try caCertificates(inPEMFile: $0, option: "--ca") } ?? []
             reloader = try PolicyReloader(path: policy, extraAnchors: extraAnchors, publicRoots: try loadPublicRoots(logger),
                                           logger: logger)
             let cache = VerdictCache(maxBytes: cacheMemory << 19)   // half of it
@@ -326,6 +329,17 @@ func certificates(inPEMFile path: String, option: String) throws -> [Certificate
     }
     guard !certificates.isEmpty else { throw CLIError("\(option) \(path): no certificate in the file") }
     return certificates
+}
+
+/// `certificates(inPEMFile:option:)`, each a CA (basicConstraints CA:TRUE), as a policy's anchors must be: a server's
+/// own certificate given as a trust anchor was accepted silently, and anchored nothing it signed.
+func caCertificates(inPEMFile path: String, option: String) throws -> [Certificate] {
+    let found = try certificates(inPEMFile: path, option: option)
+    for (index, certificate) in found.enumerated() where !certificate.facts.isCA {
+        let which = found.count > 1 ? " (certificate \(index + 1), \(certificate.facts.subject))" : " (\(certificate.facts.subject))"
+        throw CLIError("\(option) \(path)\(which): not a CA certificate (basicConstraints CA:FALSE or absent); to trust one server's own certificate, pin it in the policy instead")
+    }
+    return found
 }
 
 struct CLIError: Error, CustomStringConvertible {

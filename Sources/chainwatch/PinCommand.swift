@@ -52,7 +52,7 @@ extension Chainwatch {
             var extraAnchors: [Certificate] = []
             var anchors = ["system"]
             if let ca {
-                extraAnchors = try certificates(inPEMFile: ca, option: "--ca")
+                extraAnchors = try caCertificates(inPEMFile: ca, option: "--ca")
                 anchors.append(URL(fileURLWithPath: ca).standardizedFileURL.path)
             }
             let store = try TrustStore(systemRoots: true, extraAnchors: extraAnchors)

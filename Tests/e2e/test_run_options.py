@@ -41,3 +41,14 @@ def test_the_bench_says_at_once_what_it_cannot_do(args, message):
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert message in proc.stderr and "Error Domain" not in proc.stderr, proc.stderr
     assert "result:" not in proc.stdout, proc.stdout   # nothing was run
+
+
+def test_run_refuses_options_that_would_do_nothing_or_the_wrong_thing(tmp_path, pki):
+    """--socks-credentials without a SOCKS listener, and a --ca that is a server's own certificate (no CA), were
+    accepted silently."""
+    proc = subprocess.run([BIN, "run", "--admin", "off", "--socks-credentials", "/dev/null"], capture_output=True,
+                          text=True, timeout=10)
+    assert proc.returncode == 64 and "--socks-credentials needs a --socks listener" in proc.stderr, proc.stderr
+    proc = subprocess.run([BIN, "run", "--listen", "127.0.0.1:1", "--admin", "off", "--ca", str(pki / "genuine.pem"),
+                           "--alert-log", str(tmp_path / "a.jsonl")], capture_output=True, text=True, timeout=10)
+    assert proc.returncode != 0 and "not a CA certificate" in proc.stderr and "--ca" in proc.stderr, proc.stderr

@@ -79,7 +79,7 @@ public struct AccessRecord: Sendable {
         }
         // A refusal before any target was read names none.
         var message = connection.connectHost.isEmpty && connection.port == 0
-            ? "\(kind.rawValue) - " : "\(kind.rawValue) \(connection.connectHost):\(connection.port) "
+            ? "\(kind.rawValue) - " : "\(kind.rawValue) \(Authority(host: connection.connectHost, port: connection.port)) "
         if late {
             message += (verdict ?? "pass") + (reason.map { ": \($0)" } ?? "") + " (the tunnel's line was written as it ended)"
         } else {

@@ -60,7 +60,8 @@ public struct AlertRecord: Sendable {
             // action (the action says whether the traffic passed anyway).
             e.field("outcome", "failure")
         }
-        var message = "\(action.rawValue) \(connection.connectHost):\(connection.port): \(finding.reason.rawValue): \(finding.detail)"
+        // An IPv6 upstream bracketed ([::1]:443), as `Authority` writes it.
+        var message = "\(action.rawValue) \(Authority(host: connection.connectHost, port: connection.port)): \(finding.reason.rawValue): \(finding.detail)"
         if let knownBadUntil {
             message += "; its CONNECTs get 403 until \(Self.timestamp(knownBadUntil)) (\(Self.clearCommand(host: connection.connectHost, port: connection.port)) ends it sooner)"
         }

@@ -22,6 +22,18 @@ import Testing
         }
     }
 
+    /// The message names an IPv6 upstream bracketed (`tunnel ::1:443` read as host `::1:443`), and a refusal before
+    /// any target names none.
+    @Test func theMessageNamesItsUpstreamUnambiguously() throws {
+        var r = Self.record()
+        r.connection.connectHost = "2001:db8::1"
+        #expect(r.jsonLine.contains("\"message\":\"tunnel [2001:db8::1]:443 closed\""), "\(r.jsonLine)")
+        var refused = Self.record(kind: .refused, close: .refused)
+        refused.connection.connectHost = ""
+        refused.connection.port = 0
+        #expect(refused.jsonLine.contains("\"message\":\"refused - refused: why\""), "\(refused.jsonLine)")
+    }
+
     /// A verdict that came after the tunnel's line (issue 27): a line of its own with the same tunnel id, ECS `info`,
     /// its outcome from the verdict, a message that says what it is; the tunnel id readable as loop-number.
     @Test func aLateVerdictIsALineOfItsOwn() throws {
