@@ -3,6 +3,7 @@ import CBuildInfo
 import ChainwatchCore
 import ChainwatchEventLoop
 import ChainwatchOpenSSL
+import ChainwatchPolicyFile
 import ChainwatchProxy
 import Foundation
 import Logging
@@ -331,13 +332,19 @@ func certificates(inPEMFile path: String, option: String) throws -> [Certificate
     return certificates
 }
 
-/// `certificates(inPEMFile:option:)`, each a CA (basicConstraints CA:TRUE), as a policy's anchors must be: a server's
-/// own certificate given as a trust anchor was accepted silently, and anchored nothing it signed.
+/// `certificates(inPEMFile:option:)`, each a CA by the check a policy's anchors get (`AnchorInspector.builtIn`): a
+/// server's own certificate given as a trust anchor was accepted silently, and anchored nothing it signed.
 func caCertificates(inPEMFile path: String, option: String) throws -> [Certificate] {
     let found = try certificates(inPEMFile: path, option: option)
-    for (index, certificate) in found.enumerated() where !certificate.facts.isCA {
+    for (index, certificate) in found.enumerated() {
         let which = found.count > 1 ? " (certificate \(index + 1), \(certificate.facts.subject))" : " (\(certificate.facts.subject))"
-        throw CLIError("\(option) \(path)\(which): not a CA certificate (basicConstraints CA:FALSE or absent); to trust one server's own certificate, pin it in the policy instead")
+        switch AnchorInspector.builtIn.inspect(certificate.der) {
+        case .ca: continue
+        case .notCA:
+            throw CLIError("\(option) \(path)\(which): not a CA certificate (basicConstraints CA:FALSE or absent); to trust one server's own certificate, pin it in the policy instead")
+        case .unusable(let why):
+            throw CLIError("\(option) \(path)\(which): \(why)")
+        }
     }
     return found
 }

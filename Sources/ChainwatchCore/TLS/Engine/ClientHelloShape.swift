@@ -132,8 +132,7 @@ public struct ClientHelloShape: Hashable, Sendable {
         out += message[layout.compression]
         if let extensions = layout.extensions {
             let stack = HelloStack(types: extensions.map(\.type))
-            let hybridSharesX25519 = Self.sharesX25519(Self.hybridGroup, message, extensions)
-            let kyberSharesX25519 = Self.sharesX25519(Self.kyberDraftGroup, message, extensions)
+            let (hybridSharesX25519, kyberSharesX25519) = Self.hybridsShareX25519(message, extensions)
             var order = Array(extensions.indices)
             if stack.permutes { order[stack.permutable].sort { extensions[$0].type < extensions[$1].type } }
             let listStart = out.count
@@ -249,16 +248,37 @@ public struct ClientHelloShape: Hashable, Sendable {
         }
     }
 
-    /// Whether the hello's `group` hybrid share holds its x25519 share as its X25519 half (one X25519 key for both,
-    /// as Go sends them), which the mirror keeps (`HelloMirror.freshKeyShares`). A key_share that cannot be read is
-    /// refused when its body is blanked.
-    private static func sharesX25519(_ group: UInt16, _ message: [UInt8], _ extensions: [(type: UInt16, body: Range<Int>)]) -> Bool {
-        guard let half = x25519Half(of: group),
-              let keyShare = extensions.first(where: { $0.type == TLSExtensionType.keyShare }),
-              let entries = try? KeyShareEntry.parse(Array(message[keyShare.body])),
-              let x25519 = entries.first(where: { $0.group == x25519Group })?.value, x25519.count == 32,
-              let hybrid = entries.first(where: { $0.group == group })?.value, hybrid.count >= 32 else { return false }
-        return half(hybrid) == x25519
+    /// Whether the hello's X25519MLKEM768 and X25519Kyber768Draft00 shares hold its x25519 share as their X25519
+    /// half (one X25519 key for both, as Go sends them), which the mirror keeps (`HelloMirror.freshKeyShares`). One
+    /// walk over the key_share's bytes, nothing copied: every warm TLS 1.3 tunnel makes its client's shape. A
+    /// key_share that cannot be read is refused when its body is blanked.
+    private static func hybridsShareX25519(_ message: [UInt8], _ extensions: [(type: UInt16, body: Range<Int>)])
+        -> (mlkem: Bool, kyber: Bool) {
+        guard let body = extensions.first(where: { $0.type == TLSExtensionType.keyShare })?.body, body.count >= 2 else {
+            return (false, false)
+        }
+        var x25519: Range<Int>?, mlkem: Range<Int>?, kyber: Range<Int>?
+        var offset = body.lowerBound + 2
+        while body.upperBound - offset >= 4 {
+            let group = UInt16(message[offset]) << 8 | UInt16(message[offset + 1])
+            let length = Int(message[offset + 2]) << 8 | Int(message[offset + 3])
+            guard body.upperBound - offset - 4 >= length else { break }
+            let value = offset + 4..<offset + 4 + length
+            switch group {   // the first entry of each group, as the mirror reads them
+            case x25519Group where x25519 == nil: x25519 = value
+            case hybridGroup where mlkem == nil: mlkem = value
+            case kyberDraftGroup where kyber == nil: kyber = value
+            default: break
+            }
+            offset = value.upperBound
+        }
+        guard let x25519, x25519.count == 32 else { return (false, false) }
+        func holds(_ hybrid: Range<Int>?, atEnd: Bool) -> Bool {
+            guard let hybrid, hybrid.count >= 32 else { return false }
+            let half = atEnd ? hybrid.upperBound - 32..<hybrid.upperBound : hybrid.lowerBound..<hybrid.lowerBound + 32
+            return message[half].elementsEqual(message[x25519])
+        }
+        return (holds(mlkem, atEnd: true), holds(kyber, atEnd: false))
     }
 
     private static func patchUInt16(_ value: Int, at index: Int, in out: inout [UInt8]) {
