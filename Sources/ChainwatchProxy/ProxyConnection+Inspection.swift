@@ -10,7 +10,7 @@ extension ProxyConnection {
         var facts = facts(for: target)
         facts.upstreamIP = connectedAddress.ip
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
-                                          upstreamAddress: connectedAddress, client: clientAddress.addressBytes, stack: spareStack,
+                                          upstreamAddress: connectedAddress, client: clientKey, stack: spareStack,
                                           spotChecks: worker.spotChecks, carriesSpotCheck: carriesSpotCheck,
                                           holdLimit: worker.configuration.connectionLimits.holdLimit,
                                           takeSpare: { [weak self] in self?.handSpare() },

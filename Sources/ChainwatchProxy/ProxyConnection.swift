@@ -15,8 +15,9 @@ final class ProxyConnection: ConnectionDelegate {
     unowned let worker: Worker
     let client: Connection
     let clientAddress: SocketAddress
-    /// The client's address bytes, read once: its share of the held-bytes budget is kept under them.
-    private let clientKey: [UInt8]
+    /// What the client's shares are counted by (`SocketAddress.clientKey`: an IPv6 client by its /64), read once: held
+    /// bytes, probes in flight (its inspection's), spare connections, and the spot checks drawn for it.
+    let clientKey: [UInt8]
     var machine: ConnectionMachine
     var upstream: Connection?
     private var addresses: [SocketAddress] = []
@@ -287,7 +288,7 @@ final class ProxyConnection: ConnectionDelegate {
         if !spareConsidered, worker.configuration.spareConnections, machine.connectsForTunnel, let snapshot, let target = machine.target {
             spareConsidered = true
             let now = worker.loop.cachedMilliseconds
-            if worker.inspector.spotChecker.takeDue(address, host: target.host, stack: spareStack, now: now) {
+            if worker.inspector.spotChecker.takeDue(address, host: target.host, party: spotCheckParty, now: now) {
                 // A spot check rides beside this tunnel, under any rule: its connection first, as its hello will be.
                 carriesSpotCheck = true
                 spotCheckAddress = address
@@ -329,7 +330,7 @@ final class ProxyConnection: ConnectionDelegate {
         if let inspection {
             inspection.giveBackCheck()
         } else if !spotCheckGivenBack, let target = machine.target, let address = spotCheckAddress {
-            worker.inspector.spotChecker.giveBack(address, host: target.host, stack: spareStack, now: worker.loop.cachedMilliseconds)
+            worker.inspector.spotChecker.giveBack(address, host: target.host, party: spotCheckParty, now: worker.loop.cachedMilliseconds)
         }
         spotCheckGivenBack = true
     }
@@ -337,6 +338,9 @@ final class ProxyConnection: ConnectionDelegate {
     /// Which of the client's stacks this tunnel is, as the spare ledger and the spot checks' dues know it (its
     /// CONNECT's User-Agent).
     var spareStack: UInt64 { SpareLedger.stack(userAgent: machine.userAgent) }
+
+    /// Whom a spot check this tunnel may carry was drawn for: its client and stack (`SpotChecker.Party`).
+    var spotCheckParty: SpotChecker.Party { SpotChecker.Party(client: clientKey, stack: spareStack) }
 
     /// The spare's address as the ledger knows it.
     static func upstream(_ address: SocketAddress) -> SpareLedger.Upstream {

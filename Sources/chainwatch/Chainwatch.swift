@@ -93,7 +93,7 @@ struct Run: ParsableCommand {
     var spotCheckRate = SpotChecker.defaultRate
 
     @Option(name: .customLong("spot-check-beside"),
-            help: "The fraction of spot checks made beside the next tunnel to the upstream from the same client stack (as its CONNECT's User-Agent names it; after 10 s from any), on a spare connection opened at that CONNECT, the check's hello sent just before the client's, instead of at the moment drawn. Beside a tunnel a check is met by a forger who forges connections with no twin before them; alone, by one who spares connections that come in pairs. 0 with --no-spare-connections.")
+            help: "The fraction of spot checks made beside the next tunnel to the upstream from the client the check was drawn for (one of those that used the upstream in the last 30 s, each as likely; its address, an IPv6 one by its /64, and its CONNECT's User-Agent; after 10 s from any), on a spare connection opened at that CONNECT, the check's hello sent just before the client's, instead of at the moment drawn. Beside a tunnel a check is met by a forger who forges connections with no twin before them; alone, by one who spares connections that come in pairs. 0 with --no-spare-connections.")
     var spotCheckBeside = SpotChecker.defaultBesideFraction
 
     @Option(name: .customLong("large-handshake-memory"),

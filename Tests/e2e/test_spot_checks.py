@@ -268,3 +268,83 @@ def test_a_genuine_server_that_changes_its_certificate_is_probed_afresh_not_flag
         assert PAGE in ran.stdout, (n, ran, p.output()[-1500:])
     time.sleep(0.3)
     assert read_alert_lines(p.alert_log, icpt.port) == []
+
+
+class ForgeWithoutTwinFollowed(ForgeWithoutTwin):
+    """`ForgeWithoutTwin` with a client of the forger's own behind the proxy: each hello with no twin (the victim's
+    tunnel, or a check alone) sets `lone`, and the forger's client then opens a tunnel of its own at once."""
+
+    def __init__(self, window=0.5):
+        super().__init__(window)
+        self.lone = threading.Event()
+
+    def __call__(self, index, hello):
+        with self.lock:
+            before = self.last.get(hello.server_name)
+        decision = super().__call__(index, hello)
+        if before is None or time.monotonic() - before >= self.window:
+            self.lone.set()
+        return decision
+
+
+def test_a_forgers_own_client_cannot_take_the_checks_beside_another_clients_tunnels(start_proxy, tmp_path, pki, closing):
+    """A forger with a client of its own behind the same proxy (another address, 127.0.0.2, and another User-Agent)
+    follows every tunnel of the victim (curl from 127.0.0.1) with two of its own as soon as it sees the victim's
+    hello (two: a tunnel that carries a check does not count as the probe's last user, the second does), and forges a
+    connection whose hello has no twin in the 0.5 s before it: the victim's tunnels (it spares its own client's, which
+    come right after them, and a check beside those). Every check is made beside a tunnel
+    (`--spot-check-beside 1`, λ = 1), one loop (`--threads 1`: both clients' tunnels on the loop that keeps the
+    checks' contexts).
+
+    When a check waited for the stack of the tunnel that used the probe last (722dadc), that was the forger's own
+    client most of the time: in one 12 s run all 8 checks rode beside its tunnels, spared, and the victim's forged pages
+    passed under `block` with no line; 3 other runs of this test were caught within 20 s all the same (by checks drawn, I
+    take it, in the moments between a victim's tunnel and the forger's second, when the victim was the last user; so this test alone does not tell the two
+    designs apart; `SpotCheckClientsTests` and `SpotCheckerDueTests` do). A check is now drawn for one of the clients
+    that used the probe in the last 30 s, each as likely whatever its number of tunnels, and waits for that client's
+    next tunnel: about half ride beside the victim's, their hello lone, forged, and seen. About 9 such checks in 18 s
+    of forging: none met with probability about 2^-9; the run stops once caught."""
+    forger = ForgeWithoutTwinFollowed(window=0.5)
+    policy, icpt = interception(pki, closing, forger)
+    admin = free_port()
+    p = proxy(start_proxy, tmp_path, pki, 1, "block", 1, "--admin", f"127.0.0.1:{admin}", "--threads", "1")
+    spotted = lambda: any(l["chainwatch"].get("evidence") == "spot_check" for l in read_alert_lines(p.alert_log, icpt.port))
+    done = threading.Event()
+    own = []
+
+    def forgers_client():
+        while not done.is_set():
+            if forger.lone.wait(0.2):
+                forger.lone.clear()
+                for _ in range(2):
+                    ran = curl(p, icpt.port, "--interface", "127.0.0.2", "-A", "forgers-own-client/1.0", path="/blob",
+                               max_time=4)
+                    own.append(PAGE in ran.stdout)
+
+    follower = threading.Thread(target=forgers_client)
+    follower.start()
+    fetched = []
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 20.0 and not spotted():
+            if time.monotonic() - t0 >= 2.0:
+                policy.forge()
+            ran = curl(p, icpt.port, path="/blob", max_time=4)
+            fetched.append((round(time.monotonic() - t0, 1), PAGE in ran.stdout, policy.forging))
+            time.sleep(0.9)
+    finally:
+        done.set()
+        follower.join()
+    time.sleep(1.0)   # the line of a check in flight
+    lines = read_alert_lines(p.alert_log, icpt.port)
+    summary = [(l["event"]["reason"], l["chainwatch"].get("evidence")) for l in lines]
+    samples = metrics(admin)
+    beside = value(samples, "chainwatch_spot_checks_started_total", kind="beside")
+    forged = sum(1 for _, page, forging in fetched if forging and page)
+    spot = [l for l in lines if l["chainwatch"].get("evidence") == "spot_check"]
+    assert len(own) >= 2 * (len(fetched) - 1), f"the forger's client did not follow the victim: {own}; {fetched}"
+    assert spot, f"no check met the forger: {forged} forged pages passed; checks beside {beside}; lines {summary}; {fetched}"
+    assert spot[0]["event"]["reason"] == "root_mismatch" and spot[0]["event"]["action"] == "block", spot[0]
+    assert all(page for _, page, forging in fetched if not forging), f"a genuine page was refused: {fetched}"
+    print(f"caught after {sum(1 for *_, f in fetched if f)} victim tunnels while forging ({forged} forged pages "
+          f"passed); checks beside {beside}; the forger's client's tunnels {len(own)}")

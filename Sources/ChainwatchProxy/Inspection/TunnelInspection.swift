@@ -11,10 +11,10 @@ final class TunnelInspection {
     private let snapshot: PolicySnapshot
     private let loop: EventLoop
     private let upstreamAddress: SocketAddress
-    /// The client's address, whose share of the probe line its tunnel's probes use (`Prober.maxPerClient`).
+    /// The client (`SocketAddress.clientKey`), whose share of the probe line its tunnel's probes use (`Prober.maxPerClient`).
     private let client: [UInt8]
-    /// The client's stack, as its CONNECT's User-Agent names it: a spot check drawn for this tunnel's key waits first
-    /// for a tunnel of the same stack (`SpotChecker.Place`, `SpotCheckDues`).
+    /// The client's stack, as its CONNECT's User-Agent names it: a spot check drawn for this client waits first for a
+    /// tunnel of the same client and stack (`SpotChecker.Party`, `SpotCheckDues`).
     private let stack: UInt64
     /// This loop's spot-check timers: a tunnel that relies on a probe tells the spot checker.
     private let spotChecks: SpotCheckTimers
@@ -262,7 +262,7 @@ final class TunnelInspection {
     func giveBackCheck() {
         guard check?.settled == false else { return }
         check?.settled = true
-        inspector.spotChecker.giveBack(upstreamAddress, host: machine.facts.connectHost, stack: stack, now: loop.cachedMilliseconds)
+        inspector.spotChecker.giveBack(upstreamAddress, host: machine.facts.connectHost, party: SpotChecker.Party(client: client, stack: stack), now: loop.cachedMilliseconds)
     }
 
     /// Work for this loop's next turn (`EventLoop.execute`), run on its thread only, hence the unchecked Sendable.

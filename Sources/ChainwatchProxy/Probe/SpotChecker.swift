@@ -5,28 +5,30 @@ import Glibc
 import Synchronization
 
 /// Carries out the spot checks `SpotCheckSchedule` decides: one schedule for the process (a key used on two loops is
-/// checked at the rate once), each check's timer on the loop of the tunnel that armed it (`SpotCheckTimers`). A check
-/// probes the key afresh with the mirrored hello of the tunnel that used it last (`ProbeKey.offer.template`), so it
-/// looks like one more connection of that client. A chain other than the cached probe's is judged under that tunnel's
+/// checked at the rate once), each check's timer on the loop of the tunnel that armed it (`SpotCheckTimers`). Each
+/// check is drawn for one of the clients that relied on the key in the last 30 s, each client as likely whatever its
+/// number of tunnels (`SpotCheckClients`), and probes the key afresh with the mirrored hello of that client's latest
+/// tunnel (`ProbeKey.offer.template`), so it looks like one more connection of that client. A chain other than the cached probe's is judged under that tunnel's
 /// rule, and one that fails is a finding like a tunnel's, with the evidence `spot_check`: an alert line, and under
 /// `block` the upstream marked known-bad (`KnownBadRule`). The same chain again is not judged nor reported: the tunnels
 /// it covers already report whatever it earns (a host whose chain always fails an `alert` rule gets no extra lines).
 /// The fresh result replaces the cached one, so later tunnels are compared with it.
 ///
 /// Two kinds of check, drawn for each (`besideFraction` of them beside): a check **alone** probes at the moment its
-/// timer fires; a check **beside** waits for the next tunnel to the address and name, of the same client stack first
-/// (`SpotCheckDues`), which opens a spare connection at its CONNECT and sends the check's hello (the tunnel's own
+/// timer fires; a check **beside** waits for the next tunnel to the address and name, of the client and stack it was
+/// drawn for first (`SpotCheckDues`), which opens a spare connection at its CONNECT and sends the check's hello (the tunnel's own
 /// offer, mirrored) on it just before the client's (`TunnelInspection`). A forger who forges connections with no twin
 /// before them meets every check beside a tunnel it would have forged, and a check alone only when no connection came
 /// in its window; a forger who waits to see whether a second hello follows spares a check beside a tunnel and meets one
 /// alone.
 /// Thread-safe.
 public final class SpotChecker: Sendable {
-    /// What a check judges its chain under: the rule, policy and facts of the last tunnel on this loop that used the
-    /// key, and that tunnel's key itself (keys of one shape are equal, but each carries its own client's hello: the check
-    /// mirrors the latest) and client, whose share of the probe line (`Prober.maxPerClient`) the check uses: a client's
-    /// tunnels cannot make checks that fill the line for others. `stack`: that tunnel's client stack as its CONNECT's
-    /// User-Agent names it (`SpareLedger.stack(userAgent:)`), which a check beside a tunnel waits for.
+    /// What a check judges its chain under: the rule, policy and facts of the latest tunnel on this loop of the client
+    /// the check was drawn for, and that tunnel's key itself (keys of one shape are equal, but each carries its own
+    /// client's hello: the check mirrors it) and client (`SocketAddress.clientKey`), whose share of the probe line
+    /// (`Prober.maxPerClient`) the check uses: a client's tunnels cannot make checks that fill the line for others.
+    /// `stack`: that tunnel's client stack as its CONNECT's User-Agent names it (`SpareLedger.stack(userAgent:)`); a
+    /// check beside a tunnel waits for a tunnel of that client and stack (`party`).
     struct Context: Sendable {
         var key: ProbeKey
         var client: [UInt8]
@@ -34,6 +36,16 @@ public final class SpotChecker: Sendable {
         var rule: Rule
         var snapshot: PolicySnapshot
         var facts: ConnectionFacts
+
+        var party: Party { Party(client: client, stack: stack) }
+    }
+
+    /// Whom a check beside a tunnel waits for: a client (`SocketAddress.clientKey`: an IPv6 client by its /64) and
+    /// its stack (its CONNECT's User-Agent, hashed). A User-Agent is the client's to choose; its address is not, so a
+    /// client of a forger's cannot take the checks drawn for another by sending that one's User-Agent.
+    struct Party: Hashable, Sendable {
+        var client: [UInt8]
+        var stack: UInt64
     }
 
     public let ratePerSecond: Double
@@ -69,7 +81,7 @@ public final class SpotChecker: Sendable {
 
     /// The fraction of checks made beside a tunnel (0 with `--no-spare-connections`: a check beside needs a spare).
     public let besideFraction: Double
-    private let dues = Lock(SpotCheckDues<Place, UInt64>())
+    private let dues = Lock(SpotCheckDues<Place, Party>())
     /// How many places have a check due: a CONNECT looks the table up (a lock) only when some have.
     private let dueCount = Atomic<Int>(0)
 
@@ -81,21 +93,22 @@ public final class SpotChecker: Sendable {
 
     /// Where a check beside a tunnel waits: the upstream address and the name the tunnels that used it `CONNECT`ed to
     /// (another name at a shared address, a CDN's, must not take it). Within a place, a check waits first for a tunnel
-    /// of the client stack whose tunnels drew it (its `CONNECT`'s User-Agent, hashed; `SpotCheckDues`): checks are
-    /// drawn per hello shape, and one taken by another stack's tunnel is made with that tunnel's hello, so a forger who
-    /// forges one browser's connections beside another client's busy traffic would meet only a share of its checks.
-    /// Clients that send no User-Agent (SOCKS, transparent) are one stack.
+    /// of the client and stack it was drawn for (`Party`, `SpotCheckDues`): checks are drawn per hello shape, and one
+    /// taken by another stack's tunnel is made with that tunnel's hello, so a forger who forges one browser's
+    /// connections beside another client's busy traffic would meet only a share of its checks; and a forger's own
+    /// client cannot take another client's checks, at moments it chooses. Clients that send no User-Agent (SOCKS,
+    /// transparent) are one stack each.
     struct Place: Hashable, Sendable {
         var address: SocketAddress
         var host: String
     }
 
-    /// A tunnel to `host` at `address`, of the client stack `stack`, is about to connect: whether it carries a check
-    /// beside it (taken: the next one does not, unless this one gives it back with `giveBack`).
-    func takeDue(_ address: SocketAddress, host: String, stack: UInt64, now: Int64) -> Bool {
+    /// A tunnel to `host` at `address`, of `party`, is about to connect: whether it carries a check beside it (taken:
+    /// the next one does not, unless this one gives it back with `giveBack`).
+    func takeDue(_ address: SocketAddress, host: String, party: Party, now: Int64) -> Bool {
         guard dueCount.load(ordering: .relaxed) > 0 else { return false }
         return dues.withLock { dues in
-            let taken = dues.take(Place(address: address, host: host), stack: stack, now: now)
+            let taken = dues.take(Place(address: address, host: host), stack: party, now: now)
             dueCount.store(dues.count, ordering: .relaxed)
             return taken
         }
@@ -103,14 +116,14 @@ public final class SpotChecker: Sendable {
 
     /// A tunnel that took a check could not carry it (no TLS 1.3 hello, an offer with no cached probe to compare, a
     /// connect that failed, a spare that ended first): the check waits for the next tunnel again.
-    func giveBack(_ address: SocketAddress, host: String, stack: UInt64, now: Int64) {
+    func giveBack(_ address: SocketAddress, host: String, party: Party, now: Int64) {
         counters.withLock { $0.givenBack += 1 }
-        mark(Place(address: address, host: host), stack: stack, now: now)
+        mark(Place(address: address, host: host), party: party, now: now)
     }
 
-    private func mark(_ place: Place, stack: UInt64, now: Int64) {
+    private func mark(_ place: Place, party: Party, now: Int64) {
         dues.withLock { dues in
-            dues.mark(place, stack: stack, now: now)
+            dues.mark(place, stack: party, now: now)
             dueCount.store(dues.count, ordering: .relaxed)
         }
     }
@@ -136,7 +149,7 @@ public final class SpotChecker: Sendable {
         let now = timers.loop.cachedMilliseconds
         let actions = schedule.withLock { $0.used(key, now: now, delay: delay()) }
         // Only the loop whose timer checks the key keeps its context (another loop's would never be read nor freed).
-        if !actions.isEmpty || timers.isArmed(key) { timers.remember(key, context) }
+        if !actions.isEmpty || timers.isArmed(key) { timers.remember(key, context, now: now) }
         run(actions, inspector: inspector, timers: timers)
     }
 
@@ -151,12 +164,12 @@ public final class SpotChecker: Sendable {
                     run(next, inspector: inspector, timers: timers)
                 }
             case .check(let key):
-                guard let context = timers.context(key) else { continue }
+                guard let context = timers.draw(key) else { continue }
                 check(context.key, context: context, inspector: inspector, loop: timers.loop)
             case .checkBeside(let key):
-                guard let context = timers.context(key) else { continue }
+                guard let context = timers.draw(key) else { continue }
                 counters.withLock { $0.besideDue += 1 }
-                mark(Place(address: key.address, host: context.facts.connectHost), stack: context.stack, now: timers.loop.cachedMilliseconds)
+                mark(Place(address: key.address, host: context.facts.connectHost), party: context.party, now: timers.loop.cachedMilliseconds)
             }
         }
     }
@@ -213,21 +226,28 @@ public final class SpotChecker: Sendable {
     }
 }
 
-/// One loop's spot-check timers and the context each check judges under. Loop-confined (its worker's loop).
+/// One loop's spot-check timers and, per key, the clients that relied on it lately, each with the context of its
+/// latest tunnel (a check is drawn for one of them). Loop-confined (its worker's loop).
 final class SpotCheckTimers {
     let loop: EventLoop
     private var timers: [ProbeKey: Timer] = [:]
-    private var contexts: [ProbeKey: SpotChecker.Context] = [:]
+    private var contexts: [ProbeKey: SpotCheckClients<[UInt8], SpotChecker.Context>] = [:]
 
     init(loop: EventLoop) { self.loop = loop }
 
     /// Whether this loop holds the timer of `key`'s check.
     func isArmed(_ key: ProbeKey) -> Bool { timers[key] != nil }
 
-    /// Called for keys this loop arms (at most the schedule's 4 096), and forgotten with their timers.
-    func remember(_ key: ProbeKey, _ context: SpotChecker.Context) { contexts[key] = context }
+    /// A tunnel of `context.client` relied on `key` at `now`. Called for keys this loop arms (at most the schedule's
+    /// 4 096), and forgotten with their timers.
+    func remember(_ key: ProbeKey, _ context: SpotChecker.Context, now: Int64) {
+        contexts[key, default: SpotCheckClients()].record(context.client, context, now: now)
+    }
 
-    func context(_ key: ProbeKey) -> SpotChecker.Context? { contexts[key] }
+    /// The context of a client drawn for a check of `key`: uniformly among those that relied on it in the last 30 s.
+    func draw(_ key: ProbeKey) -> SpotChecker.Context? {
+        contexts[key]?.pick(now: loop.cachedMilliseconds) { Int.random(in: 0..<$0) }
+    }
 
     /// Calls `action` after `milliseconds`. A key's timer is made once and scheduled again (never freed from its own
     /// callback), so `action` must be the same for every call with one key.
