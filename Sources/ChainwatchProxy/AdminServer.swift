@@ -102,7 +102,17 @@ public final class AdminServer: @unchecked Sendable {   // its listener and conn
         case ("POST", "/known-bad/clear"):
             let port = request.query["port"].flatMap { UInt16($0) }
             if request.query["port"] != nil, port == nil { return AdminResponse(status: 400, text: "port: not a port number\n") }
-            let host = request.query["host"].map { $0.lowercased() }
+            var host: String?
+            if let given = request.query["host"] {
+                // The host as a CONNECT's target names it, read as a CONNECT is (lowercased, one trailing dot off, an
+                // IPv6 literal with or without brackets): the form the marks are kept under. One no CONNECT could name
+                // would clear nothing and say so with {"cleared":0}, as if no mark were there.
+                let bracketed = given.contains(":") && !given.hasPrefix("[") ? "[\(given)]" : given
+                guard let authority = Authority.parse(bracketed, defaultPort: port ?? 443) else {
+                    return AdminResponse(status: 400, text: "host: \"\(LogText.escaped(given))\" is not a host name or IP address a CONNECT could name\n")
+                }
+                host = authority.host
+            }
             let cleared = server.inspector.cache.clearKnownBad(host: host, port: port)
             logger.notice("admin: cleared \(cleared) known-bad mark(s)\(host.map { " for \($0)" } ?? "")\(port.map { ":\($0)" } ?? "")")
             return json(200, cleared: cleared)

@@ -300,9 +300,15 @@ struct SelftestRun {
         // A 403 counts as a block only if the proxy lets a tunnel to the same server open at all: one that refuses
         // the destination itself (loopback, say) never sees a chain there, and proves nothing.
         for port in Set([forged.port, stall.port]).sorted() {
-            // (A proxy that cannot be reached fails each check below, with the reason.)
-            if let refusal = client.refusal(target: "\(forged.address):\(port)"), case .refused = refusal {
-                throw SelftestError("the proxy does not open a tunnel to the selftest's server \(forged.address):\(port) (\(refusal.summary)) before any handshake, so it cannot judge a chain there: allow that destination (chainwatch run --allow-destination \(forged.address)/32) or give --server-address an address it may reach")
+            switch client.refusal(target: "\(forged.address):\(port)") {
+            case .refused(403)?:   // chainwatch's answer to a destination its rules refuse
+                throw SelftestError("the proxy does not open a tunnel to the selftest's server \(forged.address):\(port) (the proxy answered 403) before any handshake, so it cannot judge a chain there: allow that destination (chainwatch run --allow-destination \(forged.address)/32) or give --server-address an address it may reach")
+            case .refused(let status)?:
+                throw SelftestError("\(address) answered the selftest's CONNECT with \(status), where an HTTP proxy opens the tunnel (200) and chainwatch refuses a destination with 403: is it an HTTP proxy? (chainwatch run listens on 127.0.0.1:3128)")
+            case .proxyError(let why)?:
+                throw SelftestError("cannot use \(address) as a proxy: \(why)")
+            default:
+                break
             }
         }
         var results: [(String, Bool, String)] = []

@@ -184,7 +184,14 @@ def test_state_shows_a_known_bad_mark_and_clearing_it_ends_the_403(admin_proxy, 
         assert not [l for l in m.splitlines() if l.startswith("chainwatch_verdicts_total") and 'evidence="cache"' in l], m
 
         assert ctl(p.admin_port, "clear-known-bad", "genuine.test:1").stdout == b'{"cleared":0}\n'   # another port
-        r = ctl(p.admin_port, "clear-known-bad", f"genuine.test:{forged.port}")
+        # A host no CONNECT could name is refused, not answered {"cleared":0} as if no mark were there.
+        for wrong in ["genuine test", "0177.0.0.1", "genuine.test/x"]:
+            r = ctl(p.admin_port, "clear-known-bad", wrong)
+            assert r.returncode == 1 and b"is not a host name or IP address" in r.stdout, (wrong, r)
+        status, text = admin_get(p.admin_port, "/known-bad/clear?host=https%3A%2F%2Fgenuine.test%2F", method="POST")
+        assert status == 400 and "is not a host name or IP address" in text, (status, text)
+        # The host is read as a CONNECT's is: another case and a trailing dot name the same mark.
+        r = ctl(p.admin_port, "clear-known-bad", f"GENUINE.test.:{forged.port}")
         assert r.returncode == 0 and json.loads(r.stdout) == {"cleared": 1}
         assert json.loads(admin_get(p.admin_port, "/state")[1])["known_bad"] == []
         s, status, _ = connect_via(p.port, f"genuine.test:{forged.port}")   # the CONNECT goes through again

@@ -3,11 +3,13 @@ and a client that validates nothing; and `--against` a running proxy, which must
 stalled handshake. The negative case shows the checks can fail: a proxy that only alerts, watched without its admin
 listener, cannot prove it reported anything; nor can one that refuses the selftest's servers as destinations."""
 import subprocess
+import sys
 
 import pytest
 
 from conftest import BIN
-from helpers import free_port, interrupted_once_its_table_is_made, namespace_of_its_own, nft_tables, still_running
+from helpers import (free_port, interrupted_once_its_table_is_made, namespace_of_its_own, nft_tables, still_running, stop_process,
+                     wait_for_port)
 
 LIMIT = 90
 
@@ -93,11 +95,29 @@ def test_selftest_against_fails_when_nothing_shows_a_finding(start_proxy):
     assert out.count(": passed unflagged:") == 3 and out.count("FAIL ") == 3 and out.rstrip().endswith("selftest: FAILED"), out
 
 
-def test_selftest_against_nothing_fails_with_the_reason():
+def test_selftest_against_nothing_cannot_run_and_says_why():
+    """Nothing listens: the selftest cannot be set up (2, "cannot run"), as for a proxy that refuses the destination;
+    it said FAILED (1) with the same reason on each of its checks."""
     port = free_port()
     code, out = selftest("--against", f"127.0.0.1:{port}", "--admin", "off", "--timeout", "2")
-    assert code == 1, out
-    assert "cannot connect to the proxy" in out and "Connection refused" in out, out
+    assert code == 2, out
+    assert "cannot run: cannot use 127.0.0.1:" in out and "Connection refused" in out and "FAIL" not in out, out
+
+
+def test_selftest_against_a_web_server_that_is_no_proxy_says_so():
+    """A plain web server at --against answers the CONNECT with an error of its own (Python's http.server: 501). That
+    is no destination rule, so no advice to allow one: the selftest asks whether it is a proxy at all."""
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port("127.0.0.1", port, server)
+        code, out = selftest("--against", f"127.0.0.1:{port}", "--admin", "off", "--timeout", "2")
+    finally:
+        stop_process(server)
+    assert code == 2, out
+    assert "answered the selftest's CONNECT with 501" in out and "is it an HTTP proxy?" in out, out
+    assert "--allow-destination" not in out, out
 
 
 def test_selftest_transparent_redirects_its_client_and_proves_the_loop_guard():

@@ -52,7 +52,7 @@ public struct ExchangeMachine: Sendable {
         guard var body = responseBody else {
             let parsed: (head: ResponseHead, length: Int)?
             do { parsed = try responseHead.response(adding: bytes) } catch {
-                return .malformedHead(error.detail)
+                return .malformedHead(error.detail(of: "response"))
             }
             guard let (head, length) = parsed else { return .wait }
             guard let framing = BodyFraming.response(head, requestMethod: method) else { return .ambiguousLength }

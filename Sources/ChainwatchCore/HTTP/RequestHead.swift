@@ -38,22 +38,30 @@ public struct RequestHead: Sendable, Equatable {
     }
 }
 
-/// Why a request head can never be valid. Each maps to the status a proxy user expects.
+/// Why a request head (or an upstream's response head: `ResponseHead`) can never be valid. Each maps to the status a
+/// proxy user expects.
 public enum RequestHeadError: Error, Sendable, Equatable {
     /// The head is larger than the cap before its blank line: `431`.
     case tooLarge(limit: Int)
+    /// More header fields than `RequestHeadParser.maxHeaderCount` (the limit): `431`.
+    case tooManyFields(limit: Int)
     /// Not HTTP/1.x syntax: `400`, with what was wrong.
     case malformed(String)
 
     public var status: Int {
         switch self {
-        case .tooLarge: 431
+        case .tooLarge, .tooManyFields: 431
         case .malformed: 400
         }
     }
-    public var detail: String {
+    /// What was wrong with a request's head.
+    public var detail: String { detail(of: "request") }
+
+    /// What was wrong, `head` naming whose head it was ("request", "response").
+    public func detail(of head: String) -> String {
         switch self {
-        case .tooLarge(let limit): "request header exceeds \(limit) bytes"
+        case .tooLarge(let limit): "\(head) header exceeds \(limit) bytes"
+        case .tooManyFields(let limit): "\(head) header has more than \(limit) fields"
         case .malformed(let why): why
         }
     }
@@ -103,14 +111,14 @@ public enum RequestHeadParser {
         let version = String(decoding: parts[2], as: UTF8.self)
         guard version == "HTTP/1.1" || version == "HTTP/1.0" else { throw .malformed("unsupported HTTP version") }
 
-        let headers = try parseFields(lines.dropFirst(), limit: limit)
+        let headers = try parseFields(lines.dropFirst())
         let head = RequestHead(method: String(decoding: parts[0], as: UTF8.self),
                                target: String(decoding: parts[1], as: UTF8.self), version: version, headers: headers)
         return (head, end.headLength)
     }
 
     /// Parses header field lines (everything after the start line).
-    static func parseFields(_ lines: ArraySlice<ArraySlice<UInt8>>, limit: Int) throws(RequestHeadError) -> [(name: String, value: String)] {
+    static func parseFields(_ lines: ArraySlice<ArraySlice<UInt8>>) throws(RequestHeadError) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = []
         for line in lines {
             if line.first == UInt8(ascii: " ") || line.first == UInt8(ascii: "\t") {
@@ -124,7 +132,7 @@ public enum RequestHeadParser {
                 throw .malformed("control character in header value")
             }
             headers.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self).trimmedHTTPWhitespace()))
-            if headers.count > maxHeaderCount { throw .tooLarge(limit: limit) }
+            if headers.count > maxHeaderCount { throw .tooManyFields(limit: maxHeaderCount) }
         }
         return headers
     }

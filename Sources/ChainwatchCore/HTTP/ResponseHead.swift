@@ -46,7 +46,7 @@ public struct ResponseHead: Sendable {
         guard parts.count >= 2, parts[1].count == 3, let status = Int(String(decoding: parts[1], as: UTF8.self)), status >= 100 else {
             throw .malformed("bad status code")
         }
-        let headers = try RequestHeadParser.parseFields(lines.dropFirst(), limit: limit)
+        let headers = try RequestHeadParser.parseFields(lines.dropFirst())
         return (ResponseHead(version: String(decoding: parts[0], as: UTF8.self), status: status,
                              reasonPhrase: parts.count > 2 ? String(decoding: parts[2], as: UTF8.self) : "",
                              headers: headers), end.headLength)

@@ -138,6 +138,19 @@ import Testing
         #expect(out.contains { if case .refused(502, _) = $0 { true } else { false } })
     }
 
+    /// An upstream's response head over the limit, or over the field count, is named as the response's (it was
+    /// called "request header exceeds 65536 bytes": the error type is shared with the request's head).
+    @Test(arguments: [
+        ("HTTP/1.1 200 OK\r\nX: " + String(repeating: "a", count: 70_000) + "\r\n\r\n", "response header exceeds 65536 bytes"),
+        ("HTTP/1.1 200 OK\r\n" + (0...RequestHeadParser.maxHeaderCount).map { "X-\($0): v\r\n" }.joined() + "\r\n",
+         "response header has more than 100 fields"),
+    ])
+    func anOversizedResponseHeadIsCalledAResponses(response: String, detail: String) {
+        var (m, _) = Self.forwarding()
+        let out = Self.deliver(Self.bytes(response), to: &m)
+        #expect(out.contains(.refused(status: 502, reason: "upstream sent a malformed response: \(detail)")), "\(out.prefix(6))")
+    }
+
     @Test func interimResponsesAreBoundedAndSkippedForHTTP10() {
         var (m, _) = Self.forwarding("GET http://example.com/ HTTP/1.0\r\nHost: example.com\r\n\r\n")
         let interim = Self.bytes("HTTP/1.1 103 Early Hints\r\n\r\n")

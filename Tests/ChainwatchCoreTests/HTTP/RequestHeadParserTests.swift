@@ -25,6 +25,17 @@ import Testing
         #expect(length == connect.count)
     }
 
+    /// 101 short fields: under the byte limit, over the field count. It was called "request header exceeds 16384
+    /// bytes" (the head was 1.5 KB).
+    @Test func moreFieldsThanTheCountAre431SaidAsSuch() {
+        let fields = (0...RequestHeadParser.maxHeaderCount).map { "X-\($0): v\r\n" }.joined()
+        let head = Array("GET http://a.test/ HTTP/1.1\r\n\(fields)\r\n".utf8)
+        #expect(head.count < RequestHeadParser.defaultLimit)
+        #expect(throws: RequestHeadError.tooManyFields(limit: RequestHeadParser.maxHeaderCount)) { try RequestHeadParser.parse(head) }
+        let error = RequestHeadError.tooManyFields(limit: RequestHeadParser.maxHeaderCount)
+        #expect(error.status == 431 && error.detail == "request header has more than 100 fields")
+    }
+
     @Test func oversizedHeadIs431() {
         let big = Array("GET http://a/ HTTP/1.1\r\nX: ".utf8) + Array(repeating: UInt8(ascii: "a"), count: 20_000)
         #expect(throws: RequestHeadError.tooLarge(limit: RequestHeadParser.defaultLimit)) { try RequestHeadParser.parse(big) }
