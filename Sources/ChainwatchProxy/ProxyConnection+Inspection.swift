@@ -11,7 +11,7 @@ extension ProxyConnection {
         facts.upstreamIP = connectedAddress.ip
         let inspection = TunnelInspection(inspector: worker.inspector, snapshot: snapshot, loop: worker.loop, facts: facts,
                                           upstreamAddress: connectedAddress, client: clientKey, stack: spareStack,
-                                          spotChecks: worker.spotChecks, carriesSpotCheck: carriesSpotCheck,
+                                          spotChecks: worker.spotChecks, spotCheck: spotCheck,
                                           holdLimit: worker.configuration.connectionLimits.holdLimit,
                                           takeSpare: { [weak self] in self?.handSpare() },
                                           spareIsOpen: { [weak self] in self?.spare != nil }) { [weak self] event in

@@ -28,9 +28,10 @@ final class ProxyConnection: ConnectionDelegate {
     /// handed to the inspection's probe, or closed unused once the client's hello is read (or at the close).
     var spare: SpareConnection?
     private var spareConsidered = false
-    /// The tunnel carries a spot check due at its address (`SpotChecker.takeDue`): its spare is the check's, opened
+    /// The spot check due at its address the tunnel carries (`SpotChecker.takeDue`): its spare is the check's, opened
     /// first, and kept out of the first-contact ledger.
-    private(set) var carriesSpotCheck = false
+    private(set) var spotCheck: SpotChecker.Due?
+    var carriesSpotCheck: Bool { spotCheck != nil }
     private var spotCheckGivenBack = false
     /// The address the spot check was taken at (a retry may connect elsewhere): where it is given back.
     private var spotCheckAddress: SocketAddress?
@@ -288,9 +289,9 @@ final class ProxyConnection: ConnectionDelegate {
         if !spareConsidered, worker.configuration.spareConnections, machine.connectsForTunnel, let snapshot, let target = machine.target {
             spareConsidered = true
             let now = worker.loop.cachedMilliseconds
-            if worker.inspector.spotChecker.takeDue(address, host: target.host, party: spotCheckParty, now: now) {
+            if let due = worker.inspector.spotChecker.takeDue(address, host: target.host, party: spotCheckParty, now: now) {
                 // A spot check rides beside this tunnel, under any rule: its connection first, as its hello will be.
-                carriesSpotCheck = true
+                spotCheck = due
                 spotCheckAddress = address
                 openSpare(to: address)
             } else if InspectionMachine.wantsSpareConnection(rule: snapshot.policy.rule(for: target.host, port: target.port)),
@@ -326,11 +327,11 @@ final class ProxyConnection: ConnectionDelegate {
     /// The spot check this tunnel took at its CONNECT, when it was not made (no inspection, no TLS 1.3 hello, nothing
     /// cached to compare with, a spare that ended first): back to wait for the next tunnel.
     func giveBackSpotCheck() {
-        guard carriesSpotCheck else { return }
+        guard let spotCheck else { return }
         if let inspection {
             inspection.giveBackCheck()
         } else if !spotCheckGivenBack, let target = machine.target, let address = spotCheckAddress {
-            worker.inspector.spotChecker.giveBack(address, host: target.host, party: spotCheckParty, now: worker.loop.cachedMilliseconds)
+            worker.inspector.spotChecker.giveBack(spotCheck, address: address, host: target.host, now: worker.loop.cachedMilliseconds)
         }
         spotCheckGivenBack = true
     }

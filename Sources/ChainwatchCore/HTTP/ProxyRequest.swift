@@ -56,8 +56,7 @@ public enum ProxyRequest: Sendable, Equatable {
         }
         var forwarded = rewritten(head, path: path, authority: authorityText, via: via)
         // RFC 9110 §8.6: a Content-Length of one value repeated (`5, 5`, or two equal fields) goes on as one field.
-        if case .length(let length) = framing, forwarded.headers.contains(where: { $0.name.lowercased() == "content-length" }) {
-            let at = forwarded.headers.firstIndex { $0.name.lowercased() == "content-length" }!
+        if case .length(let length) = framing, let at = forwarded.headers.firstIndex(where: { $0.name.lowercased() == "content-length" }) {
             forwarded.headers.removeAll { $0.name.lowercased() == "content-length" }
             forwarded.headers.insert(("Content-Length", String(length)), at: min(at, forwarded.headers.count))
         }

@@ -34,15 +34,18 @@ final class TunnelInspection {
     /// Lets the client's hello go after a spot check's (kept here: a timer is freed with its owner).
     private var leadTimer: Timer?
     private struct Check {
+        /// The check as the tunnel took it (`SpotChecker.takeDue`): whom it was drawn for and its times, kept when it
+        /// is given back.
+        var due: SpotChecker.Due
         /// Made, or given back for the next tunnel (`giveBackCheck`).
         var settled = false
     }
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
-         client: [UInt8], stack: UInt64, spotChecks: SpotCheckTimers, carriesSpotCheck: Bool = false, holdLimit: Int,
+         client: [UInt8], stack: UInt64, spotChecks: SpotCheckTimers, spotCheck: SpotChecker.Due? = nil, holdLimit: Int,
          takeSpare: @escaping () -> SpareConnection? = { nil }, spareIsOpen: @escaping () -> Bool = { false },
          tellConnection: @escaping (ConnectionMachine.Event) -> Void) {
-        check = carriesSpotCheck ? Check() : nil
+        check = spotCheck.map { Check(due: $0) }
         self.client = client
         self.stack = stack
         self.takeSpare = takeSpare
@@ -53,7 +56,7 @@ final class TunnelInspection {
         self.upstreamAddress = upstreamAddress
         self.tellConnection = tellConnection
         resources = Resources(prober: inspector.prober, address: upstreamAddress, room: inspector.largeHandshakes,
-                              carriesCheck: carriesSpotCheck, spareIsOpen: spareIsOpen)
+                              carriesCheck: spotCheck != nil, spareIsOpen: spareIsOpen)
         machine = InspectionMachine(policy: snapshot.policy, facts: facts, settings: .init(
             probeTimeoutMilliseconds: inspector.prober.timeoutMilliseconds, holdLimit: holdLimit,
             probeCacheChainLimit: TLSClient.defaultMaxCertificateList))
@@ -260,9 +263,9 @@ final class TunnelInspection {
     /// The spot check this tunnel took at its CONNECT will not be made on it (no TLS 1.3 hello, an offer with nothing
     /// cached, a spare that ended, the tunnel gone): it waits for the next tunnel. Once; nothing when there is none.
     func giveBackCheck() {
-        guard check?.settled == false else { return }
+        guard let due = check?.due, check?.settled == false else { return }
         check?.settled = true
-        inspector.spotChecker.giveBack(upstreamAddress, host: machine.facts.connectHost, party: SpotChecker.Party(client: client, stack: stack), now: loop.cachedMilliseconds)
+        inspector.spotChecker.giveBack(due, address: upstreamAddress, host: machine.facts.connectHost, now: loop.cachedMilliseconds)
     }
 
     /// Work for this loop's next turn (`EventLoop.execute`), run on its thread only, hence the unchecked Sendable.

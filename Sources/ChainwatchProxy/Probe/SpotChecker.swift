@@ -7,8 +7,9 @@ import Synchronization
 /// Carries out the spot checks `SpotCheckSchedule` decides: one schedule for the process (a key used on two loops is
 /// checked at the rate once), each check's timer on the loop of the tunnel that armed it (`SpotCheckTimers`). Each
 /// check is drawn for one of the clients that relied on the key in the last 30 s, each client as likely whatever its
-/// number of tunnels (`SpotCheckClients`), and probes the key afresh with the mirrored hello of that client's latest
-/// tunnel (`ProbeKey.offer.template`), so it looks like one more connection of that client. A chain other than the cached probe's is judged under that tunnel's
+/// number of tunnels (`SpotCheckClients`), and probes the key afresh with the mirrored hello of the latest tunnel
+/// (`ProbeKey.offer.template`; every client of the key has its shape, all that the mirror keeps of a hello), so it
+/// looks like one more connection of that client. A chain other than the cached probe's is judged under that tunnel's
 /// rule, and one that fails is a finding like a tunnel's, with the evidence `spot_check`: an alert line, and under
 /// `block` the upstream marked known-bad (`KnownBadRule`). The same chain again is not judged nor reported: the tunnels
 /// it covers already report whatever it earns (a host whose chain always fails an `alert` rule gets no extra lines).
@@ -16,19 +17,20 @@ import Synchronization
 ///
 /// Two kinds of check, drawn for each (`besideFraction` of them beside): a check **alone** probes at the moment its
 /// timer fires; a check **beside** waits for the next tunnel to the address and name, of the client and stack it was
-/// drawn for first (`SpotCheckDues`), which opens a spare connection at its CONNECT and sends the check's hello (the tunnel's own
-/// offer, mirrored) on it just before the client's (`TunnelInspection`). A forger who forges connections with no twin
-/// before them meets every check beside a tunnel it would have forged, and a check alone only when no connection came
-/// in its window; a forger who waits to see whether a second hello follows spares a check beside a tunnel and meets one
-/// alone.
+/// drawn for first (`SpotCheckDues`), which opens a spare connection at its CONNECT and sends the check's hello (the
+/// tunnel's own offer, mirrored) on it just before the client's (`TunnelInspection`). A forger who forges connections
+/// with no twin before them meets every check beside a tunnel it would have forged, and a check alone only when no
+/// connection came in its window; a forger who waits to see whether a second hello follows spares a check beside a
+/// tunnel and meets one alone.
 /// Thread-safe.
 public final class SpotChecker: Sendable {
-    /// What a check judges its chain under: the rule, policy and facts of the latest tunnel on this loop of the client
-    /// the check was drawn for, and that tunnel's key itself (keys of one shape are equal, but each carries its own
-    /// client's hello: the check mirrors it) and client (`SocketAddress.clientKey`), whose share of the probe line
-    /// (`Prober.maxPerClient`) the check uses: a client's tunnels cannot make checks that fill the line for others.
-    /// `stack`: that tunnel's client stack as its CONNECT's User-Agent names it (`SpareLedger.stack(userAgent:)`); a
-    /// check beside a tunnel waits for a tunnel of that client and stack (`party`).
+    /// What a check judges its chain under: the rule, policy and facts of the latest tunnel on this loop that used the
+    /// key, and that tunnel's key itself (keys of one shape are equal, but each carries its own client's hello: the
+    /// check mirrors the latest, whose shape every client of the key has); and the client the check was drawn for
+    /// (`SocketAddress.clientKey`), whose share of the probe line (`Prober.maxPerClient`) the check uses (a client's
+    /// tunnels cannot make checks that fill the line for others), with `stack`, its latest tunnel's stack as its
+    /// CONNECT's User-Agent names it (`SpareLedger.stack(userAgent:)`): a check beside a tunnel waits for a tunnel of
+    /// that client and stack (`party`).
     struct Context: Sendable {
         var key: ProbeKey
         var client: [UInt8]
@@ -81,7 +83,7 @@ public final class SpotChecker: Sendable {
 
     /// The fraction of checks made beside a tunnel (0 with `--no-spare-connections`: a check beside needs a spare).
     public let besideFraction: Double
-    private let dues = Lock(SpotCheckDues<Place, Party>())
+    private let dues = Lock(SpotCheckDues<Place, Party>(owner: { $0.client.hashValue }))
     /// How many places have a check due: a CONNECT looks the table up (a lock) only when some have.
     private let dueCount = Atomic<Int>(0)
 
@@ -103,22 +105,29 @@ public final class SpotChecker: Sendable {
         var host: String
     }
 
-    /// A tunnel to `host` at `address`, of `party`, is about to connect: whether it carries a check beside it (taken:
+    /// A check waiting beside a tunnel, as a tunnel that took it holds it (for `giveBack`).
+    typealias Due = SpotCheckDues<Place, Party>.Due
+
+    /// A tunnel to `host` at `address`, of `party`, is about to connect: the check it carries beside it, if any (taken:
     /// the next one does not, unless this one gives it back with `giveBack`).
-    func takeDue(_ address: SocketAddress, host: String, party: Party, now: Int64) -> Bool {
-        guard dueCount.load(ordering: .relaxed) > 0 else { return false }
+    func takeDue(_ address: SocketAddress, host: String, party: Party, now: Int64) -> Due? {
+        guard dueCount.load(ordering: .relaxed) > 0 else { return nil }
         return dues.withLock { dues in
-            let taken = dues.take(Place(address: address, host: host), stack: party, now: now)
+            let taken = dues.takeDue(Place(address: address, host: host), stack: party, now: now)
             dueCount.store(dues.count, ordering: .relaxed)
             return taken
         }
     }
 
-    /// A tunnel that took a check could not carry it (no TLS 1.3 hello, an offer with no cached probe to compare, a
-    /// connect that failed, a spare that ended first): the check waits for the next tunnel again.
-    func giveBack(_ address: SocketAddress, host: String, party: Party, now: Int64) {
+    /// A tunnel that took `check` could not carry it (no TLS 1.3 hello, an offer with no cached probe to compare, a
+    /// connect that failed, a spare that ended first): the check waits for the next tunnel again, of whom it was drawn
+    /// for, with its times; given back twice already, it is dropped.
+    func giveBack(_ check: Due, address: SocketAddress, host: String, now: Int64) {
         counters.withLock { $0.givenBack += 1 }
-        mark(Place(address: address, host: host), party: party, now: now)
+        dues.withLock { dues in
+            dues.giveBack(check, at: Place(address: address, host: host), now: now)
+            dueCount.store(dues.count, ordering: .relaxed)
+        }
     }
 
     private func mark(_ place: Place, party: Party, now: Int64) {
@@ -226,12 +235,15 @@ public final class SpotChecker: Sendable {
     }
 }
 
-/// One loop's spot-check timers and, per key, the clients that relied on it lately, each with the context of its
-/// latest tunnel (a check is drawn for one of them). Loop-confined (its worker's loop).
+/// One loop's spot-check timers and, per key, the context of the latest tunnel that relied on it and the clients that
+/// did lately (a check is drawn for one of them). Loop-confined (its worker's loop).
 final class SpotCheckTimers {
     let loop: EventLoop
     private var timers: [ProbeKey: Timer] = [:]
-    private var contexts: [ProbeKey: SpotCheckClients<[UInt8], SpotChecker.Context>] = [:]
+    /// The latest tunnel's context is the one kept whole (its rule, policy and facts; its key, whose hello any
+    /// client's of the key would mirror alike: the key holds the shape), the clients as parties only: a key keeps one
+    /// hello and one set of facts however many clients use it, as before clients were drawn.
+    private var contexts: [ProbeKey: (latest: SpotChecker.Context, clients: SpotCheckClients<[UInt8], UInt64>)] = [:]
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -241,12 +253,22 @@ final class SpotCheckTimers {
     /// A tunnel of `context.client` relied on `key` at `now`. Called for keys this loop arms (at most the schedule's
     /// 4 096), and forgotten with their timers.
     func remember(_ key: ProbeKey, _ context: SpotChecker.Context, now: Int64) {
-        contexts[key, default: SpotCheckClients()].record(context.client, context, now: now)
+        var clients = contexts[key]?.clients ?? SpotCheckClients()
+        clients.record(context.client, stack: context.stack, now: now) { Int.random(in: 0..<$0) }
+        contexts[key] = (context, clients)
     }
 
-    /// The context of a client drawn for a check of `key`: uniformly among those that relied on it in the last 30 s.
+    /// The context a check of `key` is made under: the latest tunnel's, for a client drawn uniformly among those that
+    /// relied on the key in the last 30 s and one of its stacks (its share of the probe line, and whom a check beside
+    /// a tunnel waits for).
     func draw(_ key: ProbeKey) -> SpotChecker.Context? {
-        contexts[key]?.pick(now: loop.cachedMilliseconds) { Int.random(in: 0..<$0) }
+        guard let (latest, clients) = contexts[key] else { return nil }
+        var context = latest
+        if let drawn = clients.pick(now: loop.cachedMilliseconds, draw: { Int.random(in: 0..<$0) }) {
+            context.client = drawn.client
+            context.stack = drawn.stack
+        }
+        return context
     }
 
     /// Calls `action` after `milliseconds`. A key's timer is made once and scheduled again (never freed from its own

@@ -2,66 +2,97 @@ import ChainwatchCore
 import Testing
 
 /// Whom a spot check is drawn for, as an event table: tunnels of clients recorded in, draws out. Clients are strings
-/// here (the proxy's: an address, an IPv6 one by its /64), values the tunnel each left.
+/// here (the proxy's: an address, an IPv6 one by its /64), stacks small numbers (a User-Agent's hash).
 @Suite struct SpotCheckClientsTests {
+    typealias Clients = SpotCheckClients<String, Int>
+
+    /// Every draw the table can give from `now`: each first draw, then each second.
+    static func everyDraw(_ clients: Clients, now: Int64) -> [String: Set<Int>] {
+        var drawn: [String: Set<Int>] = [:]
+        var firsts = 0
+        var calls = 0
+        _ = clients.pick(now: now) { n in calls += 1; if calls == 1 { firsts = n }; return 0 }
+        for first in 0..<firsts {
+            var seconds = 0
+            var call = 0
+            _ = clients.pick(now: now) { n in call += 1; if call == 2 { seconds = n }; return call == 1 ? first : 0 }
+            for second in 0..<max(1, seconds) {
+                call = 0
+                if let (client, stack) = clients.pick(now: now, draw: { _ in call += 1; return call == 1 ? first : second }) {
+                    drawn[client, default: []].insert(stack)
+                }
+            }
+        }
+        return drawn
+    }
+
     /// The forger's own client follows every tunnel of its victim with several of its own, so it is always the last
     /// user; a check must still be drawn for the victim as often as for it.
     @Test func eachClientIsAsLikelyWhateverItsNumberOfTunnels() {
-        var clients = SpotCheckClients<String, String>(windowMilliseconds: 30_000)
+        var clients = Clients()
         var now: Int64 = 0
-        for round in 0..<20 {
-            clients.record("victim", "victim tunnel \(round)", now: now)
-            for own in 0..<5 { clients.record("forger", "forger tunnel \(round).\(own)", now: now + 10 + Int64(own)) }
+        for _ in 0..<20 {
+            clients.record("victim", stack: 1, now: now) { _ in 0 }
+            for own in 0..<5 { clients.record("forger", stack: 2, now: now + 10 + Int64(own)) { _ in 0 } }
             now += 1_000
         }
-        #expect(clients.latest == "forger tunnel 19.4")
-        // Every draw the two can give, once each: one for each client.
+        #expect(clients.latest! == ("forger", 2))
+        var firsts: [Int] = []
+        _ = clients.pick(now: now) { firsts.append($0); return 0 }
+        #expect(firsts.first == 2, "two clients to draw from")
+        #expect(Self.everyDraw(clients, now: now) == ["victim": [1], "forger": [2]])
+    }
+
+    /// A forger on the victim's own address (a NAT, an IPv6 /64) with User-Agents of its own does not overwrite the
+    /// victim's stack, and its many stacks share that one client's draw.
+    @Test func aClientsStacksAreDrawnWithinItsShare() {
+        var clients = Clients()
+        clients.record("lan", stack: 1, now: 0) { _ in 0 }   // the victim's browser
+        for stack in 2...4 { clients.record("lan", stack: stack, now: 10) { _ in 0 } }   // made-up User-Agents
+        clients.record("other", stack: 9, now: 20) { _ in 0 }
         var counts: [Int] = []
-        let drawn = (0..<2).map { index in clients.pick(now: now) { counts.append($0); return index } }
-        #expect(counts == [2, 2])
-        #expect(Set(drawn) == ["victim tunnel 19", "forger tunnel 19.4"], "each client's latest tunnel, one draw each")
+        _ = clients.pick(now: 30) { counts.append($0); return 0 }
+        #expect(counts == [2, 4], "two clients; the first has four stacks")
+        #expect(Self.everyDraw(clients, now: 30) == ["lan": [1, 2, 3, 4], "other": [9]])
+        // A fifth stack of that client pushes out its own least recent, the victim's only when it is that.
+        clients.record("lan", stack: 5, now: 40) { _ in 0 }
+        clients.record("lan", stack: 1, now: 50) { _ in 0 }
+        clients.record("lan", stack: 6, now: 60) { _ in 0 }
+        #expect(Self.everyDraw(clients, now: 60)["lan"] == [1, 4, 5, 6])
     }
 
     @Test func aClientThatHasNotUsedTheProbeWithinTheWindowIsNotDrawn() {
-        var clients = SpotCheckClients<String, Int>(windowMilliseconds: 30_000)
-        clients.record("a", 1, now: 0)
-        clients.record("b", 2, now: 20_000)
-        var counts: [Int] = []
-        let inWindow = clients.pick(now: 30_000) { counts.append($0); return 0 }
-        let later = clients.pick(now: 30_001) { counts.append($0); return 0 }
-        #expect(inWindow == 1 && later == 2)
-        #expect(counts == [2, 1], "a, 30 s old, is still in the window at 30 000 and out of it after")
+        var clients = Clients(windowMilliseconds: 30_000)
+        clients.record("a", stack: 1, now: 0) { _ in 0 }
+        clients.record("b", stack: 2, now: 20_000) { _ in 0 }
+        #expect(Self.everyDraw(clients, now: 30_000) == ["a": [1], "b": [2]])
+        #expect(Self.everyDraw(clients, now: 30_001) == ["b": [2]])
         // No client within the window: the latest, rather than no check.
-        counts = []
-        let stale = clients.pick(now: 100_000) { counts.append($0); return 0 }
-        #expect(stale == 2 && counts.isEmpty, "no draw among none")
+        var draws = 0
+        let stale = clients.pick(now: 100_000) { _ in draws += 1; return 0 }
+        #expect(stale! == ("b", 2) && draws == 0)
     }
 
-    @Test func aClientsLatestTunnelReplacesItsEarlierOne() {
-        var clients = SpotCheckClients<String, Int>()
-        clients.record("a", 1, now: 0)
-        clients.record("a", 2, now: 10)
-        #expect(clients.count == 1)
-        var counts: [Int] = []
-        let drawn = clients.pick(now: 20) { counts.append($0); return 0 }
-        #expect(drawn == 2 && counts == [1])
-    }
-
-    /// Bounded: a new client pushes out the one that used the probe longest ago, not the latest.
-    @Test func atCapacityTheLeastRecentClientGoes() {
-        var clients = SpotCheckClients<String, String>(capacity: 3)
-        clients.record("a", "a", now: 0)
-        clients.record("b", "b", now: 1)
-        clients.record("c", "c", now: 2)
-        clients.record("a", "a again", now: 3)
-        clients.record("d", "d", now: 4)
-        #expect(clients.count == 3)
-        let all = Set((0..<3).compactMap { index in clients.pick(now: 5) { _ in index } })
-        #expect(all == ["a again", "c", "d"])
+    /// Bounded. A full table makes room with an entry that has left the window; when all are within it, with one
+    /// drawn at random, not the least recent: a forger flooding new addresses right after each victim tunnel does not
+    /// push the victim out by order.
+    @Test func aFullTableMakesRoomWithAStaleEntryElseARandomOne() {
+        var clients = Clients(capacity: 3, windowMilliseconds: 1_000)
+        clients.record("victim", stack: 1, now: 0) { _ in 0 }
+        clients.record("x", stack: 1, now: 10) { _ in 0 }
+        clients.record("y", stack: 1, now: 20) { _ in 0 }
+        var asked: [Int] = []
+        clients.record("z", stack: 1, now: 30) { asked.append($0); return 2 }   // all recent: the draw picks "y"
+        #expect(asked == [3] && clients.count == 3)
+        #expect(Set(Self.everyDraw(clients, now: 40).keys) == ["victim", "x", "z"])
+        asked = []
+        clients.record("w", stack: 1, now: 1_005) { asked.append($0); return 0 }   // "victim" (0) has left the window
+        #expect(asked.isEmpty, "no draw: a stale entry makes room")
+        #expect(Set(Self.everyDraw(clients, now: 1_008).keys) == ["x", "z", "w"])
     }
 
     @Test func nothingRecordedDrawsNothing() {
-        let clients = SpotCheckClients<String, Int>()
+        let clients = Clients()
         #expect(clients.pick(now: 0) { _ in 0 } == nil)
         #expect(clients.latest == nil)
     }

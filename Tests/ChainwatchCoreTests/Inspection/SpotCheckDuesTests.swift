@@ -94,4 +94,64 @@ import Testing
         let b = dues.take("b", stack: 0, now: 11_001)
         #expect(b && dues.count == 0)
     }
+
+    /// A check given back keeps whom it was drawn for and its times: the tunnel that gave it back (another client's,
+    /// which took it after the 10 s) does not make it its own, and the wait does not start over. Twice given back,
+    /// it is dropped: a client that keeps opening tunnels it ends before their hello cannot hold a check forever.
+    @Test func aCheckGivenBackKeepsItsOwnerAndTimesAndIsDroppedAfterTwo() throws {
+        var dues = SpotCheckDues<String, Int>(lifetimeMilliseconds: 60_000, ownStackMilliseconds: 10_000)
+        dues.mark("a", stack: 1, now: 0)
+        let early = dues.takeDue("a", stack: 2, now: 5_000)
+        #expect(early == nil, "stack 1's for 10 s")
+        let takenValue = dues.takeDue("a", stack: 2, now: 10_000)
+        let taken = try #require(takenValue)
+        #expect(taken.stack == 1 && taken.marked == 0 && taken.expires == 60_000 && taken.givenBack == 0)
+        let gaveBack = dues.giveBack(taken, at: "a", now: 10_001)
+        #expect(gaveBack)
+        let againValue = dues.takeDue("a", stack: 3, now: 10_002)
+        let again = try #require(againValue, "still 10 s old: any tunnel takes it")
+        #expect(again.stack == 1 && again.marked == 0 && again.givenBack == 1)
+        let gaveBackAgain = dues.giveBack(again, at: "a", now: 10_003)
+        #expect(gaveBackAgain)
+        let thirdValue = dues.takeDue("a", stack: 1, now: 10_004)
+        let third = try #require(thirdValue, "its own stack's, first")
+        #expect(third.givenBack == 2)
+        let gaveBackThird = dues.giveBack(third, at: "a", now: 10_005)
+        #expect(!gaveBackThird, "given back twice: dropped")
+        #expect(dues.count == 0)
+    }
+
+    @Test func aCheckGivenBackDoesNotRenewOneWaitingForTheSameStack() throws {
+        var dues = SpotCheckDues<String, Int>(lifetimeMilliseconds: 60_000, ownStackMilliseconds: 10_000)
+        dues.mark("a", stack: 1, now: 0)
+        let takenValue = dues.takeDue("a", stack: 1, now: 1_000)
+        let taken = try #require(takenValue)
+        dues.mark("a", stack: 1, now: 2_000)   // a newer check for the same stack
+        let gaveBack = dues.giveBack(taken, at: "a", now: 3_000)
+        #expect(gaveBack)
+        let waitingValue = dues.takeDue("a", stack: 1, now: 3_001)
+        let waiting = try #require(waitingValue)
+        #expect(waiting.marked == 2_000, "one check per stack and place: the newer one")
+        let none = dues.takeDue("a", stack: 1, now: 3_002)
+        #expect(none == nil)
+        let expired = dues.giveBack(Due(stack: 1, marked: 0, expires: 2_000), at: "a", now: 3_003)
+        #expect(!expired, "expired")
+    }
+
+    typealias Due = SpotCheckDues<String, Int>.Due
+
+    /// A full place makes room with a check of the owner (the proxy's: a client) that has the most there: a client
+    /// with many User-Agents or shapes of its own crowds out its own checks, not another client's one.
+    @Test func aFullPlaceMakesRoomFromTheOwnerWithTheMost() {
+        // Stacks 10...19 are owner 1's (a forger's), 20 owner 2's (the victim's).
+        var dues = SpotCheckDues<String, Int>(lifetimeMilliseconds: 60_000, ownStackMilliseconds: 60_000, maxStacks: 4,
+                                              owner: { $0 / 10 })
+        dues.mark("a", stack: 20, now: 0)   // the victim's, oldest of all
+        for stack in 10...19 { dues.mark("a", stack: stack, now: Int64(stack)) }
+        let victim = dues.take("a", stack: 20, now: 100)
+        #expect(victim, "the forger's ten marks pushed out only its own")
+        let forgers = (10...19).filter { dues.take("a", stack: $0, now: 100) }
+        #expect(forgers == [17, 18, 19], "the newest three of the forger's")
+    }
 }
+
