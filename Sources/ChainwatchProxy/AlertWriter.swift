@@ -30,6 +30,12 @@ public final class AlertWriter: @unchecked Sendable {
     private var failedWrites = 0
     private var unwrittenAtClose = 0
     private var drained = true
+    /// The lines the writer thread has taken from the queue and is writing (a write to a pipe whose reader stopped
+    /// reading, or an open of a FIFO, can block it): still pending, and at a `close` that times out, written to
+    /// standard error with the queue.
+    private var inFlight: [String] = []
+    /// Set when `close` gave up on the writer thread: whatever it does after is not counted.
+    private var abandoned = false
     // Writer thread only:
     private var fd: Int32 = -1
     private var thread: Thread?
@@ -54,16 +60,23 @@ public final class AlertWriter: @unchecked Sendable {
     private static func open(_ path: String, name: String) throws -> Int32 {
         if path == "-" { return dup(STDOUT_FILENO) }
         // Not through a symbolic link (at start or at a SIGUSR1 reopen): whoever can plant one in the log's directory
-        // would choose which file the proxy appends to.
-        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o640)
+        // would choose which file the proxy appends to. Not waiting for a FIFO's reader (O_NONBLOCK: ENXIO when there is
+        // none), which blocked start-up without a word, or the writer at a reopen; writes block again once open.
+        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o640)
         guard fd >= 0 else {
             let code = errno
             throw AlertLogError(name: name, path: path, message: code == ELOOP ? "it is a symbolic link (refused: give the file itself)"
+                                                                   : code == ENXIO ? "it is a FIFO with no reader (start the reader first)"
                                                                    : String(cString: strerror(code)))
         }
-        // A file that others may write could hold forged lines: group and other lose write.
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+        // A regular file that others may write could hold forged lines: group and other lose write. Only a regular
+        // file: a device (`--alert-log /dev/null` as root) is the system's, not the log's.
         var info = stat()
-        if fstat(fd, &info) == 0, info.st_mode & 0o022 != 0 { _ = fchmod(fd, info.st_mode & 0o7755) }
+        if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_mode & 0o022 != 0 {
+            _ = fchmod(fd, info.st_mode & 0o7755)
+        }
         return fd
     }
 
@@ -83,11 +96,11 @@ public final class AlertWriter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Lines and bytes waiting to be written.
+    /// Lines and bytes waiting to be written, those being written included.
     public var pending: (lines: Int, bytes: Int) {
         condition.lock()
         defer { condition.unlock() }
-        return (queue.count, queueBytes)
+        return (queue.count + inFlight.count, queueBytes + inFlight.reduce(0) { $0 + $1.utf8.count + 1 })
     }
 
     /// Drops the oldest lines while the queue is over either bound, a tenth at a time (the loops call `submit`: one
@@ -137,14 +150,30 @@ public final class AlertWriter: @unchecked Sendable {
     public static let closingRetries = 3
     public static let closingRetryInterval: TimeInterval = 1
 
-    /// Writes everything queued, syncs the file and stops the thread. Waits at most `timeout` seconds.
+    /// Writes everything queued, syncs the file and stops the thread. Waits at most `timeout` seconds; a writer still
+    /// busy then (blocked in a write to a pipe whose reader stopped reading, or in an open) is left, and the lines it
+    /// holds and the queue's go to standard error from here, counted in `unwrittenLines` (the lines of its write
+    /// that had reached the file already appear twice: none is lost).
     public func close(timeout: TimeInterval = 5) {
         condition.lock()
         stopping = true
         condition.signal()
         let deadline = Date().addingTimeInterval(timeout)
         while thread != nil && Date() < deadline { _ = condition.wait(until: min(deadline, Date().addingTimeInterval(0.05))) }
+        var left: [String] = []
+        if thread != nil {
+            abandoned = true
+            left = inFlight + queue
+            unwrittenAtClose = left.count
+            inFlight = []
+            queue.removeAll()
+            queueBytes = 0
+        }
         condition.unlock()
+        if !left.isEmpty {
+            logger.error("\(name) \(path): the writer did not finish within \(Int(timeout)) s (a reader that stopped reading?)")
+            writeToStandardError(left)
+        }
     }
 
     /// How long lines after a written one gather before the next write.
@@ -163,6 +192,7 @@ public final class AlertWriter: @unchecked Sendable {
             let dropped = droppedSinceReport
             droppedSinceReport = 0
             let stop = stopping
+            inFlight = batch
             condition.unlock()
 
             if reopenNow { reopenFile() }
@@ -178,6 +208,8 @@ public final class AlertWriter: @unchecked Sendable {
             }
             let unwritten = write(lines)
             condition.lock()
+            if abandoned { condition.unlock(); return }   // `close` took the lines and wrote them elsewhere
+            inFlight = []
             writtenTotal += lines.count - unwritten.count
             if !unwritten.isEmpty {
                 failedWrites += 1
