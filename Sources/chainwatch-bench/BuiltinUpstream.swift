@@ -62,7 +62,7 @@ final class BuiltinUpstream: @unchecked Sendable {
         let listener = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 evconnlistener_new_bind(base, callback, Unmanaged.passUnretained(self).toOpaque(),
-                                        UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE), 4096,
+                                        UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC), 4096,
                                         $0, Int32(MemoryLayout<sockaddr_in>.size))
             }
         }

@@ -79,7 +79,7 @@ func write(_ bev: OpaquePointer, _ text: String) {
 
 /// A non-blocking TCP socket bound to `address` (IPv4), port chosen by the kernel at connect.
 func boundSocket(_ address: String) throws(BenchError) -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw BenchError("socket: \(String(cString: strerror(errno)))") }
     var sin = sockaddr_in()
     sin.sin_family = sa_family_t(AF_INET)
@@ -102,7 +102,7 @@ func boundSocket(_ address: String) throws(BenchError) -> Int32 {
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
 func freeLoopbackPort() throws(BenchError) -> UInt16 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { throw BenchError("socket: \(String(cString: strerror(errno)))") }
     defer { close(fd) }
     var address = try Endpoint(host: "127.0.0.1", port: 0).sockaddr()
@@ -127,7 +127,7 @@ func boundPort(_ fd: Int32) throws(BenchError) -> UInt16 {
 /// True when something accepts TCP connections on `endpoint` now (blocking connect on loopback).
 func accepts(_ endpoint: Endpoint) -> Bool {
     guard var address = try? endpoint.sockaddr() else { return false }
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard fd >= 0 else { return false }
     defer { close(fd) }
     return withUnsafePointer(to: &address) {

@@ -19,6 +19,7 @@ final class Child {
         do { process = try Spawned(executable, arguments, outputPath: logPath) } catch {
             throw BenchError("cannot start \(name) (\(executable)): \(error.description)")
         }
+        BenchInterruption.current.started(process.pid)
     }
 
     /// Waits (at most `seconds`) until `endpoint` accepts connections; fails if the process exits first.
@@ -33,7 +34,10 @@ final class Child {
     }
 
     /// SIGTERM to the PID, up to 5 s to exit, then SIGKILL to the PID.
-    func stop() { process.stop() }
+    func stop() {
+        process.stop()
+        BenchInterruption.current.stopped(process.pid)
+    }
 
     func logTail() -> String {
         let text = readText(logPath) ?? ""

@@ -11,17 +11,14 @@ import Glibc
 struct BenchRedirect {
     static let sourceAddress = "127.0.0.3"
     let table: String
-    /// Deletes the table, and stops the proxy, if the bench is interrupted before `remove`.
-    private let onSignal: SignalCleanup
+    /// Deletes the table if the bench is interrupted before `remove` (with the rest of what it started).
+    private let interrupted: BenchInterruption
 
-    init(temp: TempDirectory, upstreams: [Endpoint], to listener: Endpoint, proxyPID: Int32) throws(BenchError) {
+    init(temp: TempDirectory, upstreams: [Endpoint], to listener: Endpoint, interrupted: BenchInterruption) throws(BenchError) {
         let table = "chainwatch_bench_\(getpid())"
         self.table = table
-        onSignal = SignalCleanup {
-            kill(proxyPID, SIGTERM)
-            var nft = try? Spawned("nft", ["delete", "table", "ip", table], outputPath: "/dev/null")
-            _ = nft?.wait(seconds: 10)
-        }
+        self.interrupted = interrupted
+        interrupted.tableAdded(table)
         let rules = upstreams.map { "    ip saddr \(Self.sourceAddress) ip daddr \($0.host) tcp dport \($0.port) counter redirect to :\(listener.port)" }
         // Added and deleted first: a table of the same name left behind (a reused PID) is replaced, not added to.
         let text = "add table ip \(table)\ndelete table ip \(table)\n"
@@ -47,6 +44,6 @@ struct BenchRedirect {
     /// Deletes the table (what `init` added, nothing else).
     func remove() {
         try? runTool("nft", ["delete", "table", "ip", table], seconds: 20)
-        onSignal.cancel()
+        interrupted.tableRemoved(table)
     }
 }

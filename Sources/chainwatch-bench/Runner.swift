@@ -73,6 +73,7 @@ final class Runner {
         defer { tearDown() }
         let temp = try TempDirectory()
         self.temp = temp
+        BenchInterruption.current.install(directory: temp.path, keep: plan.keepTemp)
         let chain = try GeneratedChain(in: temp)
         self.chain = chain
         let serverTLS = try TLSContext.server(chainFile: chain.chainFile, keyFile: chain.keyFile, resumption: plan.resume)
@@ -119,7 +120,8 @@ final class Runner {
                 // Made before the first run, so every run of this start has the same kernel path: the table turns
                 // connection tracking on, which then costs every connection something, redirected or not.
                 if let transparentEndpoint {
-                    redirect = try BenchRedirect(temp: temp, upstreams: [tlsUpstream, rawUpstream], to: transparentEndpoint, proxyPID: child.pid)
+                    redirect = try BenchRedirect(temp: temp, upstreams: [tlsUpstream, rawUpstream], to: transparentEndpoint,
+                                                 interrupted: BenchInterruption.current)
                     log("redirect: nftables table \(redirect!.table) sends \(BenchRedirect.sourceAddress)'s connections to \(tlsUpstream) and \(rawUpstream) to \(transparentEndpoint)")
                 }
                 for version in versions {
@@ -177,6 +179,7 @@ final class Runner {
         if let temp {
             if plan.keepTemp { log("kept \(temp.path)") } else { temp.remove() }
         }
+        BenchInterruption.current.uninstall()
     }
 
     /// Writes a policy for the bench's upstream (the generated root as its anchor) with `action`; `flagged` is alert

@@ -323,6 +323,56 @@ def test_via_transparent_interrupted_leaves_no_table_and_no_proxy(tmp_path, chai
         assert proxies and not still_running(proxies), proxies
 
 
+def children_of(pid):
+    """PIDs whose parent is `pid`, with their command lines."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    found[int(entry)] = f.read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_a_bench_interrupted_stops_its_proxy_and_removes_its_directory(tmp_path, chainwatch_bin):
+    """SIGTERM to the bench alone (a supervisor's or a CI runner's, not the terminal's Ctrl-C to the whole group)
+    during a run through a proxy it started: the proxy is stopped by its PID, the bench's temporary directory (the
+    bench CA's key is in it) removed, and the bench says so before it dies of the signal. Before, the proxy ran on
+    under init, holding its listener and admin port, and the directory stayed (an operator review)."""
+    proc = subprocess.Popen([BENCH, "handshake", "--start-proxy", chainwatch_bin, "--policy", "alert", "--tls", "1.3",
+                             "-c", "1", "--duration", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    proxies, directory = [], None
+    try:
+        deadline = time.monotonic() + 20
+        while not proxies and time.monotonic() < deadline and proc.poll() is None:
+            children = children_of(proc.pid)
+            proxies = [pid for pid, argv in children.items() if b"run" in argv]
+            for argv in children.values():
+                if b"--alert-log" in argv:
+                    directory = os.path.dirname(argv[argv.index(b"--alert-log") + 1].decode())
+            time.sleep(0.1)
+        assert proxies and directory and os.path.isdir(directory), (proxies, directory)
+        time.sleep(1.0)   # a run under way
+        os.kill(proc.pid, signal.SIGTERM)   # the bench only
+        _, err = proc.communicate(timeout=20)
+    finally:
+        stop(proc)
+        for pid in proxies:
+            if still_running([pid], seconds=0):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGTERM, (proc.returncode, err[-2000:])
+    assert "interrupted: stopping what it started" in err, err[-2000:]
+    assert not still_running(proxies, seconds=2), proxies
+    assert not os.path.exists(directory), directory
+
+
 def test_via_transparent_is_refused_against_a_running_proxy(tmp_path):
     code, _, output, _ = bench("handshake", "--proxy", "127.0.0.1:9", "--via", "transparent", "--count", "1", tmp_path=tmp_path)
     assert code == 2 and "transparent needs --start-proxy" in output, output
