@@ -80,6 +80,20 @@ public final class AlertWriter: @unchecked Sendable {
         return fd
     }
 
+    /// Whether `other` writes to the same file (device and inode; standard output for both `-`), as opened now.
+    public func isSameFile(as other: AlertWriter) -> Bool {
+        let mine = identity, theirs = other.identity
+        return mine != nil && mine == theirs
+    }
+
+    /// The open file's device and inode (read before the writer thread reopens anything: at start).
+    private var identity: [UInt64]? {
+        condition.lock(); defer { condition.unlock() }
+        var info = stat()
+        guard fd >= 0, fstat(fd, &info) == 0 else { return nil }
+        return [UInt64(info.st_dev), UInt64(info.st_ino)]
+    }
+
     public struct AlertLogError: Error, CustomStringConvertible {
         public var name: String, path: String, message: String
         public var description: String { "cannot open \(name) \(path): \(message)" }

@@ -116,6 +116,11 @@ extension CommonOptions {
         var source = ProxySource.none
         var name = proxyName ?? "proxy"
         if proxy != nil && startProxy != nil { throw BenchError("give --proxy or --start-proxy, not both") }
+        if let proxyPid {
+            // A PID that is not there measured nothing, silently ("-" in the CPU and memory columns).
+            guard proxy != nil else { throw BenchError("--proxy-pid goes with --proxy (a proxy the bench did not start)") }
+            guard kill(proxyPid, 0) == 0 || errno == EPERM else { throw BenchError("--proxy-pid \(proxyPid): no such process") }
+        }
         if let proxy { source = .running(try Endpoint(parsing: proxy), pid: proxyPid) }
         if let startProxy {
             guard let executable = which(startProxy) else { throw BenchError("--start-proxy: \(startProxy) is not an executable") }
@@ -159,6 +164,7 @@ extension CommonOptions {
         try seconds("--grace", grace, zero: true)
         guard concurrency >= 1, threads >= 1 else { throw BenchError("--concurrency and --threads must be at least 1") }
         if let count, count < 1 { throw BenchError("--count must be at least 1") }
+        if count != nil, scenario == .idle { throw BenchError("--count is not for idle (its tunnels are held for --duration)") }
         if let rate, !(rate > 0 && rate.isFinite) || scenario == .idle { throw BenchError("--rate must be positive, and not for idle") }
         var duration = self.duration
         if duration == nil && (count == nil || scenario == .idle) { duration = 5 }

@@ -225,6 +225,7 @@ def test_half_close_passes_eof_and_keeps_the_other_direction(proxy):
     (b"TRACE http://127.0.0.1/ HTTP/1.1\r\n\r\n", 405, b"TRACE"),
     (b"GET http://127.0.0.1/ HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n", 431, b"exceeds"),
     (b"CONNECT does-not-exist.invalid:443 HTTP/1.1\r\n\r\n", 502, b"cannot resolve"),
+    (b"CONNECT " + b"a" * 3000 + b".test:443 HTTP/1.1\r\n\r\n", 400, b"host:port"),   # a label over 63 bytes
     # Framing a proxy must not pass on as sent (request smuggling's ground): Transfer-Encoding in HTTP/1.0, a
     # Content-Length that is no number (it was called 'ambiguous'), a chunk line ended by a bare LF.
     (b"POST http://127.0.0.1:1/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, b"HTTP/1.0"),

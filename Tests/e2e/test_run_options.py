@@ -33,6 +33,10 @@ def test_the_bench_refuses_a_value_it_cannot_use(option, value):
     (["handshake", "--direct", "--count", "50", "--svg", "/tmp"], "--svg /tmp: is a folder"),
     (["bulk", "--direct", "--count", "1", "--size", "0"], "--size must be more than 0 bytes for bulk"),
     (["plot", "/nonexistent/report.json"], "/nonexistent/report.json: "),
+    # A --proxy-pid that is no process measured nothing, silently; --count was ignored by idle (5 s all the same).
+    (["handshake", "--proxy", "127.0.0.1:9", "--proxy-pid", "999999999", "--count", "1"], "--proxy-pid 999999999: no such process"),
+    (["handshake", "--direct", "--proxy-pid", "1", "--count", "1"], "--proxy-pid goes with --proxy"),
+    (["idle", "--direct", "--count", "5"], "--count is not for idle"),
 ])
 def test_the_bench_says_at_once_what_it_cannot_do(args, message):
     """A report file that cannot be written is said before the run (it was said after it, with the measurement lost
@@ -52,3 +56,12 @@ def test_run_refuses_options_that_would_do_nothing_or_the_wrong_thing(tmp_path, 
     proc = subprocess.run([BIN, "run", "--listen", "127.0.0.1:1", "--admin", "off", "--ca", str(pki / "genuine.pem"),
                            "--alert-log", str(tmp_path / "a.jsonl")], capture_output=True, text=True, timeout=10)
     assert proc.returncode != 0 and "not a CA certificate" in proc.stderr and "--ca" in proc.stderr, proc.stderr
+
+
+def test_run_refuses_one_file_for_both_logs(tmp_path):
+    """--alert-log and --access-log naming one file (here through another path to it) mixed access lines into the
+    findings a SIEM reads from the alert log."""
+    log = tmp_path / "chainwatch.jsonl"
+    proc = subprocess.run([BIN, "run", "--listen", "127.0.0.1:1", "--admin", "off", "--alert-log", str(log),
+                           "--access-log", str(tmp_path / "." / "chainwatch.jsonl")], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 1 and "is the alert log: give it a file of its own" in proc.stderr, proc.stderr

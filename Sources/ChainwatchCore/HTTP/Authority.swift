@@ -61,6 +61,11 @@ public struct Authority: Sendable, Hashable, CustomStringConvertible {
         // number"), and `inet_aton` reads 0177.0.0.1 as 127.0.0.1, 2130706433 and 127.1 likewise, while a strict
         // parser reads other addresses or none: only the dotted quad is unambiguous, so only it is taken.
         if !name.contains(colon), endsInANumber(name[...]), HostName.ipAddressBytes(text)?.count != 4 { return nil }
+        // A DNS name: at most 253 bytes, labels of at most 63 (RFC 1035 §2.3.4). Longer went to the resolver and came
+        // back as a 502 echoing all of it (3 000 bytes of host in a review).
+        if !name.contains(colon), name.count > 253 || name.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).contains(where: { $0.count > 63 }) {
+            return nil
+        }
         return Authority(host: text, port: port)
     }
 

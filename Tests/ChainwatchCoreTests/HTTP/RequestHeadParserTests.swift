@@ -69,6 +69,18 @@ import Testing
         #expect(Authority.parse("example.com:443"[...]) == Authority(host: "example.com", port: 443))   // a Substring
     }
 
+    /// A DNS name is at most 253 bytes, its labels at most 63: longer went to the resolver (a 502 that echoed it).
+    @Test func namesLongerThanDNSAllowsAreRefused() {
+        let label63 = String(repeating: "a", count: 63)
+        let longest = [label63, label63, label63, String(repeating: "b", count: 61)].joined(separator: ".")   // 253
+        #expect(Authority.parse("\(label63).test:443") != nil)
+        #expect(Authority.parse("\(longest):443")?.host.utf8.count == 253)
+        #expect(Authority.parse("\(longest).:443") != nil, "one trailing dot off first")
+        #expect(Authority.parse("\(label63)a.test:443") == nil)
+        #expect(Authority.parse("\(longest)b:443") == nil)
+        #expect(Authority.parse(String(repeating: "a", count: 3_000) + ":443") == nil)
+    }
+
     /// Only ASCII: a name with a non-ASCII letter, fullwidth digits in an IPv6 literal or a port, a NUL.
     @Test(arguments: ["exämple.com:443", "[\u{FF21}\u{FF22}::1]:443", "example.com:\u{FF14}43", "example.com\u{0}:443",
                       "example.com:00000", "example.com:+443", "example.com:-1", "[::1]:", "[]:443", "[1.2.3.4]:443"])
