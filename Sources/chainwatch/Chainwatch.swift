@@ -253,6 +253,8 @@ struct Run: ParsableCommand {
             inspector = Inspector(policies: reloader.store, cache: cache, prober: prober,
                                   spotChecker: SpotChecker(ratePerSecond: spotCheckRate,
                                                            besideFraction: noSpareConnections ? 0 : spotCheckBeside), alerts: alerts, accessLog: access, logger: logger,
+                                  observer: Observer(hostname: ProcessInfo.processInfo.hostName,
+                                                     admin: admin == Run.defaultAdmin || admin == "off" ? nil : admin),
                                   intermediates: IntermediatePool(loaded: known), validations: ValidationQueue(threads: loopCount),
                                   largeHandshakes: largeHandshakes)
         } catch {

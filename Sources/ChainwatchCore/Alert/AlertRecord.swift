@@ -25,9 +25,9 @@ public struct AlertRecord: Sendable {
         self.observer = observer; self.knownBadUntilMilliseconds = knownBadUntilMilliseconds
     }
 
-    /// How `chainwatch ctl clear-known-bad` names an upstream.
-    public static func clearCommand(host: String, port: UInt16) -> String {
-        "chainwatch ctl clear-known-bad \(host.contains(":") ? "[\(host)]" : host):\(port)"
+    /// How `chainwatch ctl clear-known-bad` names an upstream (`admin`: the `--admin` ctl needs, when not its default).
+    public static func clearCommand(host: String, port: UInt16, admin: String? = nil) -> String {
+        "chainwatch ctl \(admin.map { "--admin \($0) " } ?? "")clear-known-bad \(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
 
     /// RFC 3339 with milliseconds, UTC.
@@ -63,7 +63,7 @@ public struct AlertRecord: Sendable {
         // An IPv6 upstream bracketed ([::1]:443), as `Authority` writes it.
         var message = "\(action.rawValue) \(Authority(host: connection.connectHost, port: connection.port)): \(finding.reason.rawValue): \(finding.detail)"
         if let knownBadUntil {
-            message += "; its CONNECTs get 403 until \(Self.timestamp(knownBadUntil)) (\(Self.clearCommand(host: connection.connectHost, port: connection.port)) ends it sooner)"
+            message += "; its CONNECTs get 403 until \(Self.timestamp(knownBadUntil)) (\(Self.clearCommand(host: connection.connectHost, port: connection.port, admin: observer.admin)) ends it sooner)"
         }
         w.field("message", message)
         w.object("rule") { $0.field("name", rule.name) }
@@ -103,7 +103,7 @@ public struct AlertRecord: Sendable {
                 c.object("known_bad") { k in
                     k.field("until", Self.timestamp(knownBadUntil))
                     k.field("seconds", Int((knownBadUntil - time + 999) / 1000))
-                    k.field("clear", Self.clearCommand(host: connection.connectHost, port: connection.port))
+                    k.field("clear", Self.clearCommand(host: connection.connectHost, port: connection.port, admin: observer.admin))
                 }
             }
             if allFindings.count > 1 {

@@ -7,8 +7,11 @@ public struct Observer: Sendable, Hashable {
 
     /// The machine's host name.
     public var hostname: String
+    /// The admin listener `chainwatch ctl` must be told (`--admin ADDR`) to reach this process: nil for the address
+    /// it tries by default (or none). The clear command of a known-bad mark names it.
+    public var admin: String?
 
-    public init(hostname: String) { self.hostname = hostname }
+    public init(hostname: String, admin: String? = nil) { self.hostname = hostname; self.admin = admin }
 }
 
 extension JSONWriter {

@@ -52,11 +52,12 @@ public enum Admission {
     /// - Parameters:
     ///   - ruleIdentities, anchorsGeneration: the current policy snapshot's.
     ///   - secondsLeft: until the mark lapses, for the refusal's text.
+    ///   - admin: the `--admin` that `chainwatch ctl` needs to reach this process (`Observer.admin`).
     public static func connect(_ authority: Authority, mark: KnownBadMark?, ruleIdentities: Set<RuleIdentity>,
-                               anchorsGeneration: Int, secondsLeft: Int) -> Decision {
+                               anchorsGeneration: Int, secondsLeft: Int, admin: String? = nil) -> Decision {
         guard let mark, ruleIdentities.contains(mark.rule), mark.anchors == anchorsGeneration else { return .admit }
         let text = "blocked by chainwatch: \(mark.finding.reason.rawValue): \(mark.finding.detail) "
-            + "(known-bad for \(secondsLeft) s more; \(AlertRecord.clearCommand(host: authority.host, port: authority.port)) ends it)"
+            + "(known-bad for \(secondsLeft) s more; \(AlertRecord.clearCommand(host: authority.host, port: authority.port, admin: admin)) ends it)"
         return Decision(refusal: .init(status: 403, reason: text), finding: nil,
                         mark: (mark, InspectionOutcome(action: .block, reason: mark.finding.reason, evidence: .cache)))
     }

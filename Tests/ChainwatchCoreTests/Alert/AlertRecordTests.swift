@@ -163,6 +163,9 @@ import Testing
         r.knownBadUntilMilliseconds = nil
         #expect(!r.jsonLine.contains("known_bad"))
         #expect(AlertRecord.clearCommand(host: "2001:db8::1", port: 443) == "chainwatch ctl clear-known-bad [2001:db8::1]:443")
+        // A proxy whose admin listener is not where ctl looks by default: the command names it.
+        #expect(AlertRecord.clearCommand(host: "a.test", port: 443, admin: "127.0.0.1:9300")
+                == "chainwatch ctl --admin 127.0.0.1:9300 clear-known-bad a.test:443")
     }
 
     @Test func hashTextEncodings() {
