@@ -61,9 +61,11 @@ func renderTable(_ report: Report) -> String {
     }
     for run in report.runs {
         guard let upstream = run.upstreamConnections, upstream > 0 else { continue }   // none counted (bulk, idle)
-        let started = run.kinds.reduce(0) { $0 + $1.started }
+        // Handshake sessions only: a mixed run's bulk sessions make no TLS connection upstream (counting them hid
+        // the probes' and spares' share).
+        let started = run.kinds.filter { $0.kind == .handshake }.reduce(0) { $0 + $1.started }
         let extra = started > 0 ? " (\(number(Double(upstream - started) * 100 / Double(started), 2)) % more)" : ""
-        out += "upstream TLS connections \(run.label): \(upstream) for \(started) sessions started\(extra)\n"
+        out += "upstream TLS connections \(run.label): \(upstream) for \(started) TLS sessions started\(extra)\n"
     }
     out += report.ok ? "result: ok\n" : "result: FAILED (\(report.problems.count) problem(s))\n"
     return out
