@@ -52,6 +52,25 @@ final class Session {
         case connecting, awaitingConnect200, awaitingSocksReplies, handshaking, awaitingResponseHead, readingBody
         case receivingStream, sendingStream, awaitingUploadVerdict
         case awaitingFirstPong, holding, awaitingLastPong, ended
+
+        /// The phase in a failure's words ("closed by peer while waiting for the proxy's 200").
+        var words: String {
+            switch self {
+            case .connecting: "connecting"
+            case .awaitingConnect200: "waiting for the proxy's 200"
+            case .awaitingSocksReplies: "waiting for the SOCKS replies"
+            case .handshaking: "in the TLS handshake"
+            case .awaitingResponseHead: "waiting for the response head"
+            case .readingBody: "reading the response body"
+            case .receivingStream: "receiving the stream"
+            case .sendingStream: "sending the stream"
+            case .awaitingUploadVerdict: "waiting for the upload's verdict"
+            case .awaitingFirstPong: "waiting for the first pong"
+            case .holding: "holding the tunnel"
+            case .awaitingLastPong: "waiting for the last pong"
+            case .ended: "ended"
+            }
+        }
     }
     private var phase = Phase.connecting
     private let startedAt: UInt64
@@ -107,12 +126,12 @@ final class Session {
             if phase == .handshaking { return handshakeDone() }
             return
         }
-        if what & EV.timeout != 0 { return fail("no progress for \(settings.timeout)s while \(phase.rawValue)") }
+        if what & EV.timeout != 0 { return fail("no progress for \(settings.timeout)s while \(phase.words)") }
         if what & EV.eof != 0 {
             // Read what arrived with the EOF first: a complete stream may end with it.
             readable()
             if phase == .ended { return }
-            return fail("closed by peer while \(phase.rawValue)\(progress)")
+            return fail("closed by peer while \(phase.words)\(progress)")
         }
         if what & EV.error != 0 {
             var detail = String(cString: strerror(errno))
@@ -125,7 +144,7 @@ final class Session {
                 }
                 if !tlsErrors.isEmpty { detail = tlsErrors.joined(separator: "; ") }
             }
-            return fail("error while \(phase.rawValue): \(detail)")
+            return fail("error while \(phase.words): \(detail)")
         }
     }
 
@@ -287,7 +306,7 @@ final class Session {
         case .holding:
             fail("unexpected bytes on an idle tunnel")
         default:
-            if evbuffer_get_length(input) > 0, phase != .ended { fail("unexpected bytes while \(phase.rawValue)") }
+            if evbuffer_get_length(input) > 0, phase != .ended { fail("unexpected bytes while \(phase.words)") }
         }
     }
 
