@@ -1,5 +1,6 @@
 import ChainwatchCore
 import ChainwatchEventLoop
+import ChainwatchOpenSSL
 
 /// The access log: one line per tunnel and plain-HTTP request, written as it ends.
 extension ProxyConnection {
@@ -9,7 +10,9 @@ extension ProxyConnection {
         var requestLine: String?
         /// The request's upstream (the machine forgets it when an exchange ends, before the line is written).
         var target: Authority?
-        var started: Int64 = 0
+        /// When it began, on the monotonic clock in nanoseconds (`event.duration` is in nanoseconds: the loop's cached
+        /// clock ticks in 4 ms steps, which made every duration a multiple of 4 ms and a quick refusal's 0).
+        var started: UInt64 = 0
         var status: Int?
         var fromClient = 0
         var toClient = 0
@@ -18,9 +21,9 @@ extension ProxyConnection {
         /// What admission decided when it wrote a finding (a known-bad upstream's `403`, an `https_only` alert).
         var admission: InspectionOutcome?
 
-        mutating func request(_ line: String, now: Int64) {
+        mutating func request(_ line: String) {
             requestLine = line
-            started = now
+            started = MonotonicClock.nanoseconds()
         }
 
         /// The method (`SOCKS5` for a SOCKS client's tunnel, `TRANSPARENT` for a redirected connection's), and the
@@ -51,7 +54,7 @@ extension ProxyConnection {
     func accessRecord(kind: AccessRecord.Kind) -> AccessRecord? {
         defer {
             access = AccessState()
-            access.started = worker.loop.cachedMilliseconds   // what a refusal of the next request counts from
+            access.started = MonotonicClock.nanoseconds()   // what a refusal of the next request counts from
         }
         guard worker.inspector.accessLog != nil, access.requestLine != nil || access.status != nil else { return nil }
         let (method, url) = access.methodAndURL
@@ -61,7 +64,8 @@ extension ProxyConnection {
         known.upstreamIP = known.upstreamIP ?? connectedAddress?.ip
         let verdict = inspection?.outcome ?? access.admission
         let status = access.status ?? (kind == .http ? machine.responseStatus : nil) ?? (kind == .tunnel ? 200 : nil)
-        return AccessRecord(endMilliseconds: now, durationMilliseconds: max(0, now - access.started), kind: kind,
+        let took = MonotonicClock.nanoseconds() &- access.started
+        return AccessRecord(endMilliseconds: now, durationNanoseconds: Int64(min(took, UInt64(Int64.max))), kind: kind,
                             connection: known, method: method, url: url, status: status,
                             bytesFromClient: access.fromClient, bytesToClient: access.toClient,
                             verdict: verdict?.actionName, reason: verdict?.reason?.rawValue,
@@ -87,7 +91,7 @@ extension ProxyConnection {
                     var late = record
                     let now = loop.cachedMilliseconds
                     late.kind = .verdict
-                    late.durationMilliseconds += max(0, now - record.endMilliseconds)
+                    late.durationNanoseconds += max(0, now - record.endMilliseconds) * 1_000_000
                     late.endMilliseconds = now
                     late.connection = facts
                     late.connection.upstreamIP = facts.upstreamIP ?? record.connection.upstreamIP

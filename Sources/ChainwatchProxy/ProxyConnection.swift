@@ -1,5 +1,6 @@
 import ChainwatchCore
 import ChainwatchEventLoop
+import ChainwatchOpenSSL
 import Glibc
 import Logging
 
@@ -61,7 +62,7 @@ final class ProxyConnection: ConnectionDelegate {
         self.clientAddress = clientAddress
         clientKey = clientAddress.clientKey   // an IPv6 client by its /64
         machine = ConnectionMachine(limits: worker.configuration.connectionLimits, dialect: dialect)
-        access.started = worker.loop.cachedMilliseconds   // a request line sets its own; a refusal before one uses this
+        access.started = MonotonicClock.nanoseconds()   // a request line sets its own; a refusal before one uses this
         client.delegate = self
     }
 
@@ -169,7 +170,7 @@ final class ProxyConnection: ConnectionDelegate {
             if side == .client { access.moved(count, from: .client) }   // a request head, as the client sent it
         case .vet(let request, let requestLine):
             if case .forward = request { closeOutcome = .http }
-            access.request(requestLine, now: worker.loop.cachedMilliseconds)
+            access.request(requestLine)
             switch request {
             case .connect(let authority), .forward(let authority, _): access.target = authority
             }

@@ -46,7 +46,9 @@ def test_every_tunnel_and_request_gets_one_line(start_proxy, tmp_path, pki):
         assert ok["network"]["bytes"] == ok["source"]["bytes"] + ok["destination"]["bytes"]
         assert ok["event"]["outcome"] == "success" and ok["chainwatch"]["close"]["reason"] == "closed"
         assert ok["http"]["request"]["method"] == "CONNECT" and ok["http"]["response"]["status_code"] == 200
+        # Nanoseconds from a monotonic clock: not whole milliseconds (the loop's cached clock gave multiples of 4 ms).
         assert ok["event"]["duration"] > 0
+        assert any(l["event"]["duration"] % 1_000_000 for l in lines), [l["event"]["duration"] for l in lines]
         assert blocked["chainwatch"]["verdict"] == "block" and blocked["event"]["reason"] == "untrusted_chain"
         assert blocked["chainwatch"]["close"]["reason"] == "blocked" and blocked["event"]["outcome"] == "failure"
         assert "denied" in blocked["event"]["type"]

@@ -26,7 +26,8 @@ public struct AccessRecord: Sendable {
     }
 
     public var endMilliseconds: Int64
-    public var durationMilliseconds: Int64
+    /// From the request (or the connection, for a refusal before one) to the line, in nanoseconds (ECS).
+    public var durationNanoseconds: Int64
     public var kind: Kind
     public var connection: ConnectionFacts
     /// `CONNECT`, `GET`, ...: nil when the request never completed.
@@ -51,11 +52,11 @@ public struct AccessRecord: Sendable {
     public var detail: String?
     public var observer: Observer
 
-    public init(endMilliseconds: Int64, durationMilliseconds: Int64, kind: Kind, connection: ConnectionFacts,
+    public init(endMilliseconds: Int64, durationNanoseconds: Int64, kind: Kind, connection: ConnectionFacts,
                 method: String?, url: String?, status: Int?, bytesFromClient: Int, bytesToClient: Int,
                 verdict: String?, reason: String?, evidence: String?, closeReason: CloseReason, detail: String?,
                 observer: Observer) {
-        self.endMilliseconds = endMilliseconds; self.durationMilliseconds = durationMilliseconds; self.kind = kind
+        self.endMilliseconds = endMilliseconds; self.durationNanoseconds = durationNanoseconds; self.kind = kind
         self.connection = connection; self.method = method; self.url = url; self.status = status
         self.bytesFromClient = bytesFromClient; self.bytesToClient = bytesToClient; self.verdict = verdict
         self.reason = reason; self.evidence = evidence; self.closeReason = closeReason; self.detail = detail
@@ -75,7 +76,7 @@ public struct AccessRecord: Sendable {
             e.field("action", kind.rawValue)
             e.field("outcome", denied || (!late && (closeReason == .reset || closeReason == .noHeldRoom)) ? "failure" : "success")
             e.field("reason", reason)
-            e.field("duration", Int(durationMilliseconds) * 1_000_000)   // ECS: nanoseconds
+            e.field("duration", Int(durationNanoseconds))   // ECS: nanoseconds
         }
         // A refusal before any target was read names none.
         var message = connection.connectHost.isEmpty && connection.port == 0

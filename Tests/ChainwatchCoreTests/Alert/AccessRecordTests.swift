@@ -8,7 +8,7 @@ import Testing
         let facts = ConnectionFacts(id: 7, sourceIP: "127.0.0.1", sourcePort: 50000, connectHost: "example.com", port: 443,
                                     upstreamIP: "192.0.2.1", serverName: "example.com", protocolVersion: .tls1_3,
                                     cipher: NegotiatedCipher(CipherSuite(rawValue: 0x1301)))
-        return AccessRecord(endMilliseconds: 1_795_000_000_123, durationMilliseconds: 1500, kind: kind, connection: facts,
+        return AccessRecord(endMilliseconds: 1_795_000_000_123, durationNanoseconds: 1_500_000_000, kind: kind, connection: facts,
                             method: "CONNECT", url: kind == .http ? "http://example.com/" : nil, status: 200,
                             bytesFromClient: 517, bytesToClient: 4096, verdict: "alert", reason: "local_root", evidence: "probe",
                             closeReason: close, detail: close == .closed ? nil : "why", observer: Observer(hostname: "h"))
