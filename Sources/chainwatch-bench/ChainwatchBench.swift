@@ -10,10 +10,13 @@ struct ChainwatchBench: ParsableCommand {
         commandName: "chainwatch-bench",
         abstract: "Load-test a CONNECT proxy (chainwatch, or any other) against a direct baseline.",
         discussion: """
-            Every run is bounded by --count or --duration. With --direct and a proxy, the direct baseline runs first,
-            in the same invocation. The bench starts its own upstream on 127.0.0.1 (builtin, or nginx for HTTPS) and,
-            with --start-proxy, the proxy too. Exit status: 0 when every byte was right and no session failed,
-            1 when any session failed or any byte was wrong, 2 on a setup error.
+            Every run is bounded by --count or --duration. With --direct and a proxy, the direct baseline runs \
+            first, in the same invocation. The bench starts its own upstream on 127.0.0.1 (builtin, or nginx for \
+            HTTPS) and, with --start-proxy, the proxy too; interrupted, it stops what it started.
+
+            Exit status: 0 when every byte was right and no session failed; 1 when any session failed or any byte \
+            was wrong; 2 on a setup error (a value it cannot use, a report file it cannot write); 64 when an option \
+            cannot be read at all.
             """,
         version: Observer.version + (String(cString: c_chainwatch_commit()).isEmpty ? "" : " (commit \(String(cString: c_chainwatch_commit())))"),
         subcommands: [Handshake.self, Bulk.self, Idle.self, Mixed.self, Plot.self, Costs.self])
