@@ -36,6 +36,9 @@ public final class AlertWriter: @unchecked Sendable {
     private var inFlight: [String] = []
     /// Set when `close` gave up on the writer thread: whatever it does after is not counted.
     private var abandoned = false
+    /// Set by the writer once it has taken the last lines and is writing them (to the file's end, or to standard
+    /// error): `close` then waits for it rather than taking lines it no longer has (and counting none).
+    private var finishing = false
     // Writer thread only:
     private var fd: Int32 = -1
     private var thread: Thread?
@@ -65,7 +68,7 @@ public final class AlertWriter: @unchecked Sendable {
         let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o640)
         guard fd >= 0 else {
             let code = errno
-            throw AlertLogError(name: name, path: path, message: code == ELOOP ? "it is a symbolic link (refused: give the file itself)"
+            throw AlertLogError(name: name, path: path, message: code == ELOOP ? "it is a symbolic link (refused: give the file itself, or - for standard output)"
                                                                    : code == ENXIO ? "it is a FIFO with no reader (start the reader first)"
                                                                    : String(cString: strerror(code)))
         }
@@ -174,11 +177,14 @@ public final class AlertWriter: @unchecked Sendable {
         condition.signal()
         let deadline = Date().addingTimeInterval(timeout)
         while thread != nil && Date() < deadline { _ = condition.wait(until: min(deadline, Date().addingTimeInterval(0.05))) }
+        // A writer past its last take is writing to standard error, or syncing: the last resort, given 30 s more.
+        let last = Date().addingTimeInterval(30)
+        while thread != nil && finishing && Date() < last { _ = condition.wait(until: min(last, Date().addingTimeInterval(0.05))) }
         var left: [String] = []
-        if thread != nil {
+        if thread != nil && !finishing {
             abandoned = true
             left = inFlight + queue
-            unwrittenAtClose = left.count
+            unwrittenAtClose += left.count
             inFlight = []
             queue.removeAll()
             queueBytes = 0
@@ -236,7 +242,8 @@ public final class AlertWriter: @unchecked Sendable {
             let finished = stop && (queue.isEmpty || closingTries > Self.closingRetries)
             let left = finished ? queue : []
             if finished {
-                unwrittenAtClose = left.count
+                unwrittenAtClose += left.count
+                finishing = true
                 queue.removeAll()
                 queueBytes = 0
             }

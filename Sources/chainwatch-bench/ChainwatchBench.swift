@@ -122,7 +122,7 @@ extension CommonOptions {
         if let proxyPid {
             // A PID that is not there measured nothing, silently ("-" in the CPU and memory columns).
             guard proxy != nil else { throw BenchError("--proxy-pid goes with --proxy (a proxy the bench did not start)") }
-            guard kill(proxyPid, 0) == 0 || errno == EPERM else { throw BenchError("--proxy-pid \(proxyPid): no such process") }
+            guard proxyPid > 0, kill(proxyPid, 0) == 0 || errno == EPERM else { throw BenchError("--proxy-pid \(proxyPid): no such process") }
         }
         if let proxy { source = .running(try Endpoint(parsing: proxy), pid: proxyPid) }
         if let startProxy {

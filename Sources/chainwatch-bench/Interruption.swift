@@ -20,6 +20,8 @@ final class BenchInterruption: @unchecked Sendable {   // its state is under `lo
     private var tables: [String] = []
     private var directory: String?
     private var signals: SignalCleanup?
+    /// Set at the first signal: a child started after it (the runner goes on meanwhile) is stopped at once.
+    private var interrupted = false
 
     /// From now on SIGINT and SIGTERM undo what is registered, then end the bench. `directory`: the run's temporary
     /// directory, removed then unless `keep`.
@@ -41,13 +43,22 @@ final class BenchInterruption: @unchecked Sendable {   // its state is under `lo
         }
     }
 
-    func started(_ pid: Int32) { lock.withLock { pids.append(pid) } }
+    func started(_ pid: Int32) {
+        let late = lock.withLock { () -> Bool in
+            pids.append(pid)
+            return interrupted
+        }
+        if late { kill(pid, SIGTERM) }
+    }
     func stopped(_ pid: Int32) { lock.withLock { pids.removeAll { $0 == pid } } }
     func tableAdded(_ table: String) { lock.withLock { tables.append(table) } }
     func tableRemoved(_ table: String) { lock.withLock { tables.removeAll { $0 == table } } }
 
     private func undo() {
-        let (pids, tables, directory) = lock.withLock { (self.pids, self.tables, self.directory) }
+        let (pids, tables, directory) = lock.withLock { () -> ([Int32], [String], String?) in
+            interrupted = true
+            return (self.pids, self.tables, self.directory)
+        }
         FileHandle.standardError.write(Data("chainwatch-bench: interrupted: stopping what it started (\(pids.count) process(es)); no report\n".utf8))
         for table in tables {
             var nft = try? Spawned("nft", ["delete", "table", "ip", table], outputPath: "/dev/null")

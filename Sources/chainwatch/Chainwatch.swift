@@ -54,7 +54,7 @@ struct Run: ParsableCommand {
     @Option(name: .customLong("alert-log"), help: "Alert log: one JSON line per finding (ECS field names). `-` is standard output. Reopened on SIGUSR1.")
     var alertLog = "chainwatch-alerts.jsonl"
 
-    @Option(name: .customLong("access-log"), help: "Access log: one JSON line (ECS) per tunnel and plain-HTTP request as it ends: client, destination, SNI, TLS version, verdict, bytes each way, duration, close reason. `-` is standard output (it may share it with --alert-log -: lines say event.kind alert or event). Reopened on SIGUSR1. Not the alert log's file. Default: none.")
+    @Option(name: .customLong("access-log"), help: "Access log: one JSON line (ECS) per tunnel and plain-HTTP request as it ends: client, destination, SNI, TLS version, verdict, bytes each way, duration, close reason. `-` is standard output. Reopened on SIGUSR1. Not the alert log's file (nor standard output with --alert-log -). Default: none.")
     var accessLog: String?
 
     @Option(help: ArgumentHelp("Extra trust anchors (PEM bundle, CA certificates) added to every rule that trusts the system roots.",
@@ -242,10 +242,10 @@ struct Run: ParsableCommand {
             reloader.cache = cache
             let alerts = try AlertWriter(path: alertLog, logger: logger)
             let access = try accessLog.map { try AlertWriter(path: $0, logger: logger, name: "access log") }
-            if let access, access.path != "-" || alertLog != "-", access.isSameFile(as: alerts) {
-                // Two kinds of line in one file: a SIEM rule for findings would read every tunnel's access line. Both
-                // on standard output is a container's log pipeline, which tells them apart by `event.kind`.
-                throw ValidationError("--access-log \(access.path) is the alert log: give it a file of its own")
+            if let access, access.isSameFile(as: alerts) {
+                // Two kinds of line in one file: a SIEM rule for findings would read every tunnel's access line; and two
+                // writers on one pipe (both `-`): a write over PIPE_BUF can interleave with the other's, mid-line.
+                throw ValidationError("--access-log \(access.path) is the alert log's file\(access.path == "-" ? " (standard output)" : ""): give it a file of its own")
             }
             let largeHandshakes = LargeHandshakeRoom(capacity: largeHandshakeMemory << 20)
             let prober = Prober(timeoutMilliseconds: Int(probeTimeout * 1000), maxBytes: cacheMemory << 19,

@@ -84,6 +84,20 @@ import Testing
         while Date() < until { if read(reader, &buffer, buffer.count) <= 0 { Thread.sleep(forTimeInterval: 0.02) } }
     }
 
+    /// A close whose timeout ends while the writer is between its retries of a full disk (not stuck, asleep) takes
+    /// the lines itself: all counted, none twice as none was written.
+    @Test func aCloseThatTimesOutBetweenRetriesCountsEveryLine() throws {
+        let writer = try AlertWriter(path: "/dev/full", logger: Logger(label: "test"))
+        writer.submit("{\"n\":1}")
+        writer.submit("{\"n\":2}")
+        Thread.sleep(forTimeInterval: 0.1)   // the writer has failed once and sleeps before its next try
+        let started = Date()
+        writer.close(timeout: 0.3)
+        #expect(Date().timeIntervalSince(started) < 2)
+        #expect(writer.unwrittenLines == 2)
+        #expect(writer.pending.lines == 0)
+    }
+
     /// A FIFO with no reader is refused at once with the reason; opening it waited for a reader, start-up hung
     /// without a word.
     @Test func aFIFOWithNoReaderIsRefusedNotWaitedFor() throws {
