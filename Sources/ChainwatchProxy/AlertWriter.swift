@@ -170,7 +170,8 @@ public final class AlertWriter: @unchecked Sendable {
     /// Writes everything queued, syncs the file and stops the thread. Waits at most `timeout` seconds; a writer still
     /// busy then (blocked in a write to a pipe whose reader stopped reading, or in an open) is left, and the lines it
     /// holds and the queue's go to standard error from here, counted in `unwrittenLines` (the lines of its write
-    /// that had reached the file already appear twice: none is lost).
+    /// that had reached the file already appear twice: none is lost). A writer already writing its last lines (to
+    /// standard error, when the file refused them) gets 30 s more to finish them itself.
     public func close(timeout: TimeInterval = 5) {
         condition.lock()
         stopping = true

@@ -100,7 +100,9 @@ def test_a_tunnel_idle_past_its_timeout_says_so(start_proxy, tmp_path):
         assert s.recv(10) == b""
         line = access_lines(log, 1)[0]
         assert line["chainwatch"]["close"]["reason"] == "idle" and line["event"]["action"] == "tunnel"
-        assert line["event"]["duration"] >= 1_000_000_000
+        # The idle timer runs on libevent's coarse clock (4 ms steps), the duration on the precise monotonic one: the
+        # timer can fire a few ms before 1 s by the latter (998 ms in a CI run).
+        assert 990_000_000 <= line["event"]["duration"] < 3_000_000_000, line["event"]["duration"]
         s.close()
     finally:
         silent.close()
