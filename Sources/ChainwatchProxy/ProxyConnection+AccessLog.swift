@@ -54,7 +54,8 @@ extension ProxyConnection {
     func accessRecord(kind: AccessRecord.Kind) -> AccessRecord? {
         defer {
             access = AccessState()
-            access.started = MonotonicClock.nanoseconds()   // what a refusal of the next request counts from
+            // What a refusal of the next request counts from; no clock read for a proxy without an access log.
+            if worker.inspector.accessLog != nil { access.started = MonotonicClock.nanoseconds() }
         }
         guard worker.inspector.accessLog != nil, access.requestLine != nil || access.status != nil else { return nil }
         let (method, url) = access.methodAndURL

@@ -59,8 +59,7 @@ extension ProxyConnection {
             let mark = inspector.cache.knownBad(authority, now: now)
             decision = Admission.connect(authority, mark: mark, ruleIdentities: snapshot.ruleIdentities,
                                          anchorsGeneration: snapshot.anchorsGeneration,
-                                         secondsLeft: Int(((mark?.expires ?? now) - now + 999) / 1000),
-                                         admin: inspector.observer.admin)
+                                         secondsLeft: Int(((mark?.expires ?? now) - now + 999) / 1000))
             if let (mark, outcome) = decision.mark {
                 inspector.refused(authority, mark: mark)
                 access.admission = outcome

@@ -62,7 +62,8 @@ final class ProxyConnection: ConnectionDelegate {
         self.clientAddress = clientAddress
         clientKey = clientAddress.clientKey   // an IPv6 client by its /64
         machine = ConnectionMachine(limits: worker.configuration.connectionLimits, dialect: dialect)
-        access.started = MonotonicClock.nanoseconds()   // a request line sets its own; a refusal before one uses this
+        // A request line sets its own; a refusal before one uses this (read only when there is an access log).
+        if worker.inspector.accessLog != nil { access.started = MonotonicClock.nanoseconds() }
         client.delegate = self
     }
 

@@ -52,12 +52,13 @@ public enum Admission {
     /// - Parameters:
     ///   - ruleIdentities, anchorsGeneration: the current policy snapshot's.
     ///   - secondsLeft: until the mark lapses, for the refusal's text.
-    ///   - admin: the `--admin` that `chainwatch ctl` needs to reach this process (`Observer.admin`).
+    /// The text names the clear command without the admin listener's address (`Observer.admin`): the client reads
+    /// it, the operator's alert line names the address.
     public static func connect(_ authority: Authority, mark: KnownBadMark?, ruleIdentities: Set<RuleIdentity>,
-                               anchorsGeneration: Int, secondsLeft: Int, admin: String? = nil) -> Decision {
+                               anchorsGeneration: Int, secondsLeft: Int) -> Decision {
         guard let mark, ruleIdentities.contains(mark.rule), mark.anchors == anchorsGeneration else { return .admit }
         let text = "blocked by chainwatch: \(mark.finding.reason.rawValue): \(mark.finding.detail) "
-            + "(known-bad for \(secondsLeft) s more; \(AlertRecord.clearCommand(host: authority.host, port: authority.port, admin: admin)) ends it)"
+            + "(known-bad for \(secondsLeft) s more; \(AlertRecord.clearCommand(host: authority.host, port: authority.port)) ends it)"
         return Decision(refusal: .init(status: 403, reason: text), finding: nil,
                         mark: (mark, InspectionOutcome(action: .block, reason: mark.finding.reason, evidence: .cache)))
     }

@@ -253,9 +253,9 @@ final class SpotCheckTimers {
     /// A tunnel of `context.client` relied on `key` at `now`. Called for keys this loop arms (at most the schedule's
     /// 4 096), and forgotten with their timers.
     func remember(_ key: ProbeKey, _ context: SpotChecker.Context, now: Int64) {
-        var clients = contexts[key]?.clients ?? SpotCheckClients()
-        clients.record(context.client, stack: context.stack, now: now) { Int.random(in: 0..<$0) }
-        contexts[key] = (context, clients)
+        if contexts[key] == nil { contexts[key] = (context, SpotCheckClients()) }
+        contexts[key]!.latest = context   // in place: a copy of the table per tunnel otherwise
+        contexts[key]!.clients.record(context.client, stack: context.stack, now: now) { Int.random(in: 0..<$0) }
     }
 
     /// The context a check of `key` is made under: the latest tunnel's, for a client drawn uniformly among those that
