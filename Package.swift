@@ -55,8 +55,11 @@ let package = Package(
             "ChainwatchCore", "ChainwatchOpenSSL", "CZlib", "CBrotli", "CZstd", .product(name: "Crypto", package: "swift-crypto"),
         ]),
 
-        // Thin owning wrappers.
-        .target(name: "ChainwatchOpenSSL", dependencies: ["COpenSSL", "ChainwatchCore", "ChainwatchLock"]),
+        // Thin owning wrappers. Certificates and their validation are OpenSSL's; an ECDSA certificate signature is
+        // checked with swift-crypto first (`CertificateSignatureCheck`), OpenSSL's verdict standing for the rest.
+        .target(name: "ChainwatchOpenSSL", dependencies: [
+            "COpenSSL", "ChainwatchCore", "ChainwatchLock", .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         .target(name: "ChainwatchEventLoop", dependencies: ["CLibevent", "ChainwatchLock"]),
         .target(name: "ChainwatchProcess"),
         .target(name: "CBuildInfo", cSettings: commit.map { [.define("CHAINWATCH_COMMIT", to: "\"\($0)\"")] } ?? []),
@@ -85,7 +88,9 @@ let package = Package(
         .testTarget(name: "ChainwatchCryptoTests", dependencies: [
             "ChainwatchCrypto", "ChainwatchCore", .product(name: "Crypto", package: "swift-crypto"),
         ], swiftSettings: unoptimized),
-        .testTarget(name: "ChainwatchOpenSSLTests", dependencies: ["ChainwatchOpenSSL", "ChainwatchCore"], resources: [.copy("Fixtures")], swiftSettings: unoptimized),
+        .testTarget(name: "ChainwatchOpenSSLTests", dependencies: [
+            "ChainwatchOpenSSL", "ChainwatchCore", .product(name: "Crypto", package: "swift-crypto"),
+        ], resources: [.copy("Fixtures")], swiftSettings: unoptimized),
         .testTarget(name: "ChainwatchProxyTests", dependencies: ["ChainwatchProxy", "ChainwatchEventLoop", "ChainwatchCore", "ChainwatchOpenSSL", "ChainwatchLock"], swiftSettings: unoptimized),
         .testTarget(name: "ChainwatchProcessTests", dependencies: ["ChainwatchProcess"], swiftSettings: unoptimized),
         .testTarget(name: "ChainwatchPolicyFileTests", dependencies: ["ChainwatchPolicyFile", "ChainwatchCore"], resources: [.copy("Fixtures")], swiftSettings: unoptimized),

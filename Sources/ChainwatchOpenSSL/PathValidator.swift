@@ -102,14 +102,15 @@ public enum PathValidator {
         X509_VERIFY_PARAM_set_time(parameters, time_t(time.seconds))
         X509_VERIFY_PARAM_set_auth_level(parameters, 0)
         // Signatures through the memo: a path's intermediate is checked once, not with every new leaf under it.
-        if let signatures {
-            guard X509_STORE_CTX_set_ex_data(context, 0, Unmanaged.passUnretained(signatures).toOpaque()) == 1 else {
+        let pathSignatures = signatures.map { PathSignatures(memo: $0, presented: chain + extraUntrusted, store: store) }
+        if let pathSignatures {
+            guard X509_STORE_CTX_set_ex_data(context, 0, Unmanaged.passUnretained(pathSignatures).toOpaque()) == 1 else {
                 return failure(describe("X509_STORE_CTX_set_ex_data"))
             }
             X509_STORE_CTX_set_verify(context, verifyPathWithMemo)
         }
 
-        let verified = withExtendedLifetime(signatures) { X509_verify_cert(context) }   // the memo outlives the call
+        let verified = withExtendedLifetime(pathSignatures) { X509_verify_cert(context) }   // outlives the call
         let code = X509_STORE_CTX_get_error(context)
         if verified < 0 || (verified != 1 && code == X509_V_OK) {
             return failure(describe("X509_verify_cert"))

@@ -38,13 +38,30 @@ public final class SignatureMemo: Sendable {
     /// Nil when the issuer's key does not decode.
     func verify(_ subject: OpaquePointer, issuer: OpaquePointer) -> Bool? {
         guard let key = Self.key(subject, issuer) else { return Self.check(subject, issuer) }
+        return verify(key: key) { Self.check(subject, issuer) }
+    }
+
+    /// Whether a presented certificate's signature verifies with `issuer`'s public key: from the memo (keyed by the
+    /// SHA-256 of both certificates' bytes, which their facts hold: no digest computed), else checked, an ECDSA
+    /// signature with BoringSSL (`CertificateSignatureCheck`, which accepts only what verified) and anything it does
+    /// not accept with OpenSSL (`X509_verify`). `subject.der` must be the bytes `subject.raw` was decoded from (a
+    /// presented certificate's are), so the fast check reads what OpenSSL would verify. Nil when the issuer's key does
+    /// not decode.
+    func verify(_ subject: Certificate, issuer: Certificate) -> Bool? {
+        verify(key: subject.facts.sha256 + issuer.facts.sha256) {
+            CertificateSignatureCheck.verifies(subjectDER: subject.der, issuerDER: issuer.der)
+                ? true : Self.check(subject.raw, issuer.raw)
+        }
+    }
+
+    private func verify(key: [UInt8], check: () -> Bool?) -> Bool? {
         let known = state.withLock { s in
             let found = s.verified.value(for: ByteKey(key)) != nil
             if found { s.hits += 1 } else { s.checks += 1 }
             return found
         }
         if known { return true }
-        let verified = Self.check(subject, issuer)
+        let verified = check()
         if verified == true { state.withLock { $0.verified.insert((), for: ByteKey(key)) } }
         return verified
     }
@@ -70,15 +87,16 @@ public final class SignatureMemo: Sendable {
 
 /// `X509_verify_cert`'s last step (OpenSSL 3.0's `internal_verify`: each signature of the built path and each
 /// certificate's validity dates, from the anchor down to the leaf), with the signatures through a `SignatureMemo`.
-/// Set on a context with `X509_STORE_CTX_set_verify`; the memo is the context's ex_data 0 (application data), unretained.
+/// Set on a context with `X509_STORE_CTX_set_verify`; a `PathSignatures` is the context's ex_data 0 (application
+/// data), unretained.
 ///
 /// Errors go through the context's verify callback as OpenSSL's own step sends them (error, depth, current
 /// certificate set, then the callback asked whether to go on), so `X509_verify_cert` reports the same codes at the
 /// same depths.
 let verifyPathWithMemo: @convention(c) (OpaquePointer?) -> Int32 = { context in
     guard let context, let chain = X509_STORE_CTX_get0_chain(context),
-          let memoPointer = X509_STORE_CTX_get_ex_data(context, 0) else { return 0 }
-    let memo = Unmanaged<SignatureMemo>.fromOpaque(memoPointer).takeUnretainedValue()
+          let signaturesPointer = X509_STORE_CTX_get_ex_data(context, 0) else { return 0 }
+    let signatures = Unmanaged<PathSignatures>.fromOpaque(signaturesPointer).takeUnretainedValue()
     let callback = X509_STORE_CTX_get_verify_cb(context)
     let parameters = X509_STORE_CTX_get0_param(context)
     let flags = X509_VERIFY_PARAM_get_flags(parameters)
@@ -128,7 +146,7 @@ let verifyPathWithMemo: @convention(c) (OpaquePointer?) -> Int32 = { context in
     }
     while depth >= 0 {
         if checkSignature && (subject != issuer || flags & UInt(X509_V_FLAG_CHECK_SS_SIGNATURE) != 0) {
-            switch memo.verify(subject, issuer: issuer) {
+            switch signatures.verify(subject, issuer: issuer) {
             case nil:   // reported at the issuer's depth, as OpenSSL does
                 if !goOn(issuer, depth: subject != issuer ? depth + 1 : depth,
                          error: X509_V_ERR_UNABLE_TO_DECODE_ISSUER_PUBLIC_KEY) { return 0 }
@@ -151,4 +169,30 @@ let verifyPathWithMemo: @convention(c) (OpaquePointer?) -> Int32 = { context in
         }
     }
     return 1
+}
+
+/// What `verifyPathWithMemo` checks signatures with: the memo, and the certificates of one validation by their `X509`
+/// address (the presented and extra ones, whose bytes are known), so a presented certificate's signature is keyed
+/// and checked from its bytes; any other pair (a store certificate as the subject) through the `X509`s.
+final class PathSignatures {
+    let memo: SignatureMemo
+    private let presented: [UInt: Certificate]
+    private let store: TrustStore
+
+    init(memo: SignatureMemo, presented: [Certificate], store: TrustStore) {
+        self.memo = memo
+        self.store = store
+        var byAddress: [UInt: Certificate] = [:]
+        for certificate in presented { byAddress[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(certificate.raw)))] = certificate }
+        self.presented = byAddress
+    }
+
+    func verify(_ subject: OpaquePointer, issuer: OpaquePointer) -> Bool? {
+        if let subjectCertificate = presented[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(subject)))],
+           let issuerCertificate = presented[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(issuer)))]
+                ?? store.certificate(ofStoreCertificate: issuer) {
+            return memo.verify(subjectCertificate, issuer: issuerCertificate)
+        }
+        return memo.verify(subject, issuer: issuer)
+    }
 }

@@ -21,9 +21,9 @@ public final class TrustStore: @unchecked Sendable {
     private let operatorDigests: Set<[UInt8]>
     /// The public set that tells public system roots from local ones; nil when it could not be read.
     public let publicRoots: PublicRoots?
-    /// Facts of anchors already seen, by `X509 *` address. Sound because the store keeps every certificate
-    /// it has loaded (and so its address) until it is freed in deinit.
-    private let anchorFacts: Lock<[UInt: CertificateFacts]>
+    /// Anchors already seen, by `X509 *` address. Sound because the store keeps every certificate it has loaded
+    /// (and so its address) until it is freed in deinit, and each `Certificate` here holds a reference of its own.
+    private let anchorCertificates: Lock<[UInt: Certificate]>
 
     /// Builds a store from the system roots (when `systemRoots`) and `extraAnchors`.
     /// - Parameter publicRoots: the public root set; without it, system roots are `.systemRoot` (kind unknown).
@@ -35,7 +35,7 @@ public final class TrustStore: @unchecked Sendable {
         self.extraAnchors = extraAnchors
         self.publicRoots = publicRoots
         operatorDigests = Set(extraAnchors.map(\.facts.sha256))
-        anchorFacts = Lock([:])
+        anchorCertificates = Lock([:])
         // The system roots in memory (`SystemRoots`), not `X509_STORE_set_default_paths`, whose directory lookups
         // went to the filesystem for every issuer not loaded: every validation.
         let anchors = (systemRoots ? SystemRoots.load() : []) + extraAnchors
@@ -47,8 +47,8 @@ public final class TrustStore: @unchecked Sendable {
             }
         }
         ERR_clear_error()
-        anchorFacts.withLock { cache in
-            for anchor in anchors { cache[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(anchor.raw)))] = anchor.facts }
+        anchorCertificates.withLock { cache in
+            for anchor in anchors { cache[UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(anchor.raw)))] = anchor }
         }
     }
 
@@ -69,10 +69,16 @@ public final class TrustStore: @unchecked Sendable {
 
     /// Facts of a certificate the store holds (borrowed `X509 *`), computed once per certificate.
     func facts(ofStoreCertificate x509: OpaquePointer) -> CertificateFacts? {
+        certificate(ofStoreCertificate: x509)?.facts
+    }
+
+    /// A certificate the store holds (borrowed `X509 *`), wrapped once per certificate: the anchors it was built from
+    /// (with the bytes they were read from), else OpenSSL's encoding of it.
+    func certificate(ofStoreCertificate x509: OpaquePointer) -> Certificate? {
         let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(x509)))
-        if let known = anchorFacts.withLock({ $0[key] }) { return known }
+        if let known = anchorCertificates.withLock({ $0[key] }) { return known }
         guard let certificate = try? Certificate(borrowing: x509) else { return nil }
-        anchorFacts.withLock { $0[key] = certificate.facts }
-        return certificate.facts
+        anchorCertificates.withLock { $0[key] = certificate }
+        return certificate
     }
 }
