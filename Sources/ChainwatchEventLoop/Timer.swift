@@ -16,7 +16,13 @@ public final class Timer {
 
     /// Fires after `milliseconds` (then every `milliseconds` when repeating), replacing any earlier schedule.
     public func schedule(milliseconds: Int) {
-        var tv = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+        schedule(microseconds: Int64(milliseconds) * 1000)
+    }
+
+    /// Fires after `microseconds` (libevent waits in whole milliseconds, rounded up, on this backend).
+    public func schedule(microseconds: Int64) {
+        let microseconds = max(0, microseconds)
+        var tv = timeval(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
         event_add(event, &tv)
     }
 

@@ -31,6 +31,7 @@ import hashlib
 import socket
 import struct
 import threading
+import time
 
 import hello_compare
 
@@ -264,7 +265,8 @@ class LoopbackInterceptor:
 class Interceptor:
     """The interceptor itself. `backends` maps a name to a 127.0.0.1 port; `choose(index, hello)` names the backend
     for the connection numbered `index` (from 0, in accept order). `connections` lists what it saw:
-    dicts with index, ja4, openssl_default, backend, sni."""
+    dicts with index, ja4, openssl_default, backend, sni, and hello_delay (seconds from the accept to the whole
+    hello: what an interceptor that times connections reads)."""
 
     def __init__(self, backends, choose, hello_timeout=5.0, idle_timeout=15.0):
         self.backends = dict(backends)
@@ -290,20 +292,22 @@ class Interceptor:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
+            accepted = time.monotonic()
             with self._lock:
                 index = self._count
                 self._count += 1
                 self._open.add(conn)
-            threading.Thread(target=self._handle, args=(conn, index), daemon=True).start()
+            threading.Thread(target=self._handle, args=(conn, index, accepted), daemon=True).start()
 
-    def _handle(self, conn, index):
+    def _handle(self, conn, index, accepted):
         upstream = None
         try:
             raw, hello = read_client_hello(conn, self.hello_timeout)
+            hello_delay = time.monotonic() - accepted
             backend = self.choose(index, hello)
             with self._lock:
                 self.connections.append({"index": index, "ja4": hello.ja4(), "openssl_default": hello.is_openssl_default(),
-                                         "backend": backend, "sni": hello.server_name})
+                                         "backend": backend, "sni": hello.server_name, "hello_delay": hello_delay})
             upstream = socket.create_connection(("127.0.0.1", self.backends[backend]), timeout=self.hello_timeout)
             with self._lock:
                 self._open.add(upstream)

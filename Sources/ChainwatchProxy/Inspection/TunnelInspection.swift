@@ -41,6 +41,11 @@ final class TunnelInspection {
         var settled = false
     }
 
+    /// When the inspection began (the tunnel's upstream connection established), and how long after it the client's
+    /// first bytes came: what a spot check made alone waits before its hello (`HelloDelays`).
+    private let openedNanoseconds = MonotonicClock.nanoseconds()
+    private var helloDelayMicroseconds: Int64?
+
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
          client: [UInt8], stack: UInt64, spotChecks: SpotCheckTimers, spotCheck: SpotChecker.Due? = nil, holdLimit: Int,
          takeSpare: @escaping () -> SpareConnection? = { nil }, spareIsOpen: @escaping () -> Bool = { false },
@@ -77,7 +82,12 @@ final class TunnelInspection {
     /// `spareOpen`: a spare connection waits beside the tunnel's, so the client's hello is held until whole.
     func start(spareOpen: Bool = false) { run(machine.start(holdingTheClientHello: spareOpen)) }
 
-    func clientBytes(_ chunk: UnsafeRawBufferPointer) { run(machine.clientBytes(chunk, resources)) }
+    func clientBytes(_ chunk: UnsafeRawBufferPointer) {
+        if helloDelayMicroseconds == nil {
+            helloDelayMicroseconds = Int64((MonotonicClock.nanoseconds() &- openedNanoseconds) / 1000)
+        }
+        run(machine.clientBytes(chunk, resources))
+    }
 
     func serverBytes(_ chunk: UnsafeRawBufferPointer) { run(machine.serverBytes(chunk, resources)) }
 
@@ -241,13 +251,15 @@ final class TunnelInspection {
         inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: fresh || previous != nil, retryGate: retryGate) { [self] result, cached in   // keeps the inspection alive until it answers
             var result = result
             if let previous {
-                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
+                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts,
+                                                  helloDelayMicroseconds: helloDelayMicroseconds ?? 0)
                 inspector.spotChecker.ended(result, cachedDigest: previous.chain?.chainDigest, context: context, inspector: inspector, loop: loop)
                 // A check that got no chain costs its tunnel nothing: it is weighed against the result it would have had.
                 if result.chain == nil { result = previous }
             }
             if cached, case .success = result {
-                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
+                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts,
+                                                  helloDelayMicroseconds: helloDelayMicroseconds ?? 0)
                 inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
             }
             let answer: InspectionMachine.ProbeAnswer = switch result {

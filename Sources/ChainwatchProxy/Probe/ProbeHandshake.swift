@@ -40,6 +40,10 @@ final class ProbeHandshake: ConnectionDelegate {
     /// When the server's first byte came (the loop's clock): a probe that keeps its closing flight for the tunnel
     /// gives its connection up `PairProbeGate.stallMilliseconds` after it.
     private var firstServerByte: Int64?
+    /// How long after its connection is established a spot check made alone sends its hello (`start`), and the timer
+    /// that sends it.
+    private var helloDelayMicroseconds: Int64 = 0
+    private var helloTimer: Timer?
     /// Reported, the connection kept for the closing flight (`reportKeepingTheConnection`), and the bytes read since.
     private var keptAfterReport = false
     private var keptReadBytes = 0
@@ -67,8 +71,12 @@ final class ProbeHandshake: ConnectionDelegate {
     /// when a step fails at once). The deadline covers a second handshake for a large Certificate message.
     /// With `spare`, the first handshake uses that connection (already connecting, or connected: the hello is sent at
     /// once) instead of connecting; one that failed meanwhile is replaced by a connection of its own.
-    func start(on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil) {
+    /// `helloDelayMicroseconds`: the first hello waits that long once the connection is established (a spot check made
+    /// alone: as long as a tunnel's client took to send its hello after chainwatch connected for it, so an interceptor
+    /// cannot tell the check by a hello that comes at once; `SpotCheckTimers`).
+    func start(on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil, helloDelayMicroseconds: Int64 = 0) {
         self.loop = loop
+        self.helloDelayMicroseconds = helloDelayMicroseconds
         self.spare = spare
         self.retryGate = retryGate
         let timer = Timer(loop: loop) { [unowned self] in
@@ -123,7 +131,20 @@ final class ProbeHandshake: ConnectionDelegate {
         switch event {
         case .connected:
             connection.enableRead()
-            if case .own(let own) = client { connection.write(own.start()) } else { advance() }
+            guard case .own(let own) = client else { return advance() }
+            let delay = helloDelayMicroseconds
+            helloDelayMicroseconds = 0   // the first handshake only: a second one (a larger Certificate) goes at once
+            guard delay > 0, let loop else { return connection.write(own.start()) }
+            let hello = own.start()
+            let timer = Timer(loop: loop) { [weak self, weak connection] in
+                guard let self, let connection, self.connection === connection else { return }
+                self.helloTimer = nil
+                connection.write(hello)
+            }
+            helloTimer = timer
+            // libevent's epoll waits whole milliseconds, rounded up: half a millisecond less fires within half a
+            // millisecond of the delay, not up to a whole one after it.
+            timer.schedule(microseconds: delay - 500)
         case .endOfStream:
             finish(.failure("handshake failed: connection closed by server"))
         case .error(let code):
@@ -318,6 +339,8 @@ final class ProbeHandshake: ConnectionDelegate {
         self.report = nil
         retryGate = nil
         timer?.cancel()
+        helloTimer?.cancel()
+        helloTimer = nil
         spare?.close()   // a handshake that failed before it took its spare (a hello it could not mirror)
         spare = nil
         if let connection {

@@ -92,15 +92,19 @@ public final class Prober: Sendable {
     /// - Parameter fresh: handshake whatever the cache holds (a spot check), joining one in flight; the cached result
     ///   stays for everyone else meanwhile and is replaced by a success (a failure never replaces a success that has
     ///   not expired: a check that gets no chain must not answer other tunnels `probe_failed`).
+    /// - Parameter helloDelayMicroseconds: how long a handshake this call starts waits between its connection being
+    ///   established and its hello (a spot check made alone, `ProbeHandshake.start`).
     public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil, fresh: Bool = false,
-                      answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
-        probe(key, client: client, on: loop, spare: spare, fresh: fresh, retryGate: nil, answered: completion)
+                      helloDelayMicroseconds: Int64 = 0, answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
+        probe(key, client: client, on: loop, spare: spare, fresh: fresh, retryGate: nil, helloDelayMicroseconds: helloDelayMicroseconds,
+              answered: completion)
     }
 
     /// `probe`, for a first contact's pair (`PairProbeGate`): the gate is attached, and given to the handshake, only
     /// when this call starts it (at once, not from the line).
     func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil, fresh: Bool = false,
-               retryGate: PairProbeGate?, answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
+               retryGate: PairProbeGate?, helloDelayMicroseconds: Int64 = 0,
+               answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
         let waiter = Waiter(loop: loop, completion: completion)
         let time = now()
         let step = table.withLock { [maxPerClient] table -> Step in
@@ -122,7 +126,7 @@ public final class Prober: Sendable {
             }
             table.waiters[key] = [waiter]
             guard table.inFlight < maxInFlight else {
-                table.pending.append(Pending(key: key, loop: loop, since: time))
+                table.pending.append(Pending(key: key, loop: loop, since: time, helloDelayMicroseconds: helloDelayMicroseconds))
                 return .queued
             }
             table.inFlight += 1
@@ -144,7 +148,9 @@ public final class Prober: Sendable {
         case .start:
             started.add(1, ordering: .relaxed)
             retryGate?.attach()
-            loop.execute { [self] in startHandshake(key, on: loop, spare: spare, retryGate: retryGate) }
+            loop.execute { [self] in
+                startHandshake(key, on: loop, spare: spare, retryGate: retryGate, helloDelayMicroseconds: helloDelayMicroseconds)
+            }
             return
         }
         spare?.close()
@@ -268,7 +274,8 @@ public final class Prober: Sendable {
 
     // MARK: - On the starting loop
 
-    private func startHandshake(_ key: ProbeKey, on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil) {
+    private func startHandshake(_ key: ProbeKey, on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil,
+                                helloDelayMicroseconds: Int64 = 0) {
         let begun = now()
         // A client that cannot be made (allocation failure) fails this probe with the reason, not the process.
         let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds, largeHandshakes: largeHandshakes) {
@@ -277,7 +284,7 @@ public final class Prober: Sendable {
             latencies.withLock { $0.observe(seconds) }
             finish(key, result, on: loop)
         }
-        handshake.start(on: loop, spare: spare, retryGate: retryGate)   // kept alive by its connection until it reports
+        handshake.start(on: loop, spare: spare, retryGate: retryGate, helloDelayMicroseconds: helloDelayMicroseconds)   // kept alive by its connection until it reports
     }
 
     /// Caches the result, answers every waiter (directly on this loop, through `execute` on the others), and gives
@@ -301,7 +308,9 @@ public final class Prober: Sendable {
             answer(item.key, .failure("probe capacity: \(maxInFlight) handshakes in flight, none free within \(timeoutMilliseconds) ms"),
                    on: item.loop, at: time, cache: false)
         }
-        if let next { next.loop.execute { [self] in startHandshake(next.key, on: next.loop) } }
+        if let next {
+            next.loop.execute { [self] in startHandshake(next.key, on: next.loop, helloDelayMicroseconds: next.helloDelayMicroseconds) }
+        }
     }
 
     /// Caches `result` for `key` (unless `cache` is false, or `caches` says not) and answers its waiters.
@@ -359,6 +368,7 @@ extension Prober {
         let key: ProbeKey
         let loop: EventLoop
         let since: Int64
+        var helloDelayMicroseconds: Int64 = 0
     }
 
     /// A caller waiting for a result. Its completion is not Sendable: it is only ever called on `loop`'s thread

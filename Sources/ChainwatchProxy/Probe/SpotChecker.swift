@@ -16,7 +16,8 @@ import Synchronization
 /// The fresh result replaces the cached one, so later tunnels are compared with it.
 ///
 /// Two kinds of check, drawn for each (`besideFraction` of them beside): a check **alone** probes at the moment its
-/// timer fires; a check **beside** waits for the next tunnel to the address and name, of the client and stack it was
+/// timer fires, its hello sent as long after its connection is established as the key's tunnels' clients took
+/// (`HelloDelays`: a hello sent at once told the check from a tunnel); a check **beside** waits for the next tunnel to the address and name, of the client and stack it was
 /// drawn for first (`SpotCheckDues`), which opens a spare connection at its CONNECT and sends the check's hello (the
 /// tunnel's own offer, mirrored) on it just before the client's (`TunnelInspection`). A forger who forges connections
 /// with no twin before them meets every check beside a tunnel it would have forged, and a check alone only when no
@@ -38,6 +39,9 @@ public final class SpotChecker: Sendable {
         var rule: Rule
         var snapshot: PolicySnapshot
         var facts: ConnectionFacts
+        /// How long the tunnel's client took to send its hello after its upstream connection was established; in a
+        /// drawn context, the delay a check made alone waits before its hello (`HelloDelays`).
+        var helloDelayMicroseconds: Int64 = 0
 
         var party: Party { Party(client: client, stack: stack) }
     }
@@ -186,8 +190,10 @@ public final class SpotChecker: Sendable {
     private func check(_ key: ProbeKey, context: Context, inspector: Inspector, loop: EventLoop) {
         counters.withLock { $0.started += 1 }
         let cached = inspector.prober.cachedSuccess(for: key)?.chain?.chainDigest
+        // Its hello waits as long as a tunnel's client took (`HelloDelays`), within half the probe's timeout.
+        let delay = min(context.helloDelayMicroseconds, Int64(inspector.prober.timeoutMilliseconds) * 500)
         // Fresh: the cached result stays for the tunnels meanwhile, and only a chain replaces it.
-        inspector.prober.probe(key, client: context.client, on: loop, fresh: true) { [self] result, _ in
+        inspector.prober.probe(key, client: context.client, on: loop, fresh: true, helloDelayMicroseconds: delay) { [self] result, _ in
             ended(result, cachedDigest: cached, context: context, inspector: inspector, loop: loop)
         }
     }
@@ -243,7 +249,7 @@ final class SpotCheckTimers {
     /// The latest tunnel's context is the one kept whole (its rule, policy and facts; its key, whose hello any
     /// client's of the key would mirror alike: the key holds the shape), the clients as parties only: a key keeps one
     /// hello and one set of facts however many clients use it, as before clients were drawn.
-    private var contexts: [ProbeKey: (latest: SpotChecker.Context, clients: SpotCheckClients<[UInt8], UInt64>)] = [:]
+    private var contexts: [ProbeKey: (latest: SpotChecker.Context, clients: SpotCheckClients<[UInt8], UInt64>, delays: HelloDelays)] = [:]
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -253,17 +259,20 @@ final class SpotCheckTimers {
     /// A tunnel of `context.client` relied on `key` at `now`. Called for keys this loop arms (at most the schedule's
     /// 4 096), and forgotten with their timers.
     func remember(_ key: ProbeKey, _ context: SpotChecker.Context, now: Int64) {
-        if contexts[key] == nil { contexts[key] = (context, SpotCheckClients()) }
+        if contexts[key] == nil { contexts[key] = (context, SpotCheckClients(), HelloDelays()) }
         contexts[key]!.latest = context   // in place: a copy of the table per tunnel otherwise
         contexts[key]!.clients.record(context.client, stack: context.stack, now: now) { Int.random(in: 0..<$0) }
+        contexts[key]!.delays.record(context.helloDelayMicroseconds)
     }
 
     /// The context a check of `key` is made under: the latest tunnel's, for a client drawn uniformly among those that
     /// relied on the key in the last 30 s and one of its stacks (its share of the probe line, and whom a check beside
-    /// a tunnel waits for).
+    /// a tunnel waits for), with a hello delay drawn from the key's latest tunnels' (`HelloDelays`: the shape's
+    /// tunnels, whichever client, as an interceptor sees them).
     func draw(_ key: ProbeKey) -> SpotChecker.Context? {
-        guard let (latest, clients) = contexts[key] else { return nil }
+        guard let (latest, clients, delays) = contexts[key] else { return nil }
         var context = latest
+        context.helloDelayMicroseconds = delays.draw { Int.random(in: 0..<$0) }
         if let drawn = clients.pick(now: loop.cachedMilliseconds, draw: { Int.random(in: 0..<$0) }) {
             context.client = drawn.client
             context.stack = drawn.stack
