@@ -266,9 +266,12 @@ class Interceptor:
     """The interceptor itself. `backends` maps a name to a 127.0.0.1 port; `choose(index, hello)` names the backend
     for the connection numbered `index` (from 0, in accept order). `connections` lists what it saw:
     dicts with index, ja4, openssl_default, backend, sni, and hello_delay (seconds from the accept to the whole
-    hello: what an interceptor that times connections reads)."""
+    hello: what an interceptor that times connections reads). With `time_answers`, also answer_delay: seconds from
+    the server's first bytes (a HelloRetryRequest, or its flight) to the client's next (its second hello, or its
+    Finished), the first of each read and passed on before the bytes are spliced."""
 
-    def __init__(self, backends, choose, hello_timeout=5.0, idle_timeout=15.0):
+    def __init__(self, backends, choose, hello_timeout=5.0, idle_timeout=15.0, time_answers=False):
+        self.time_answers = time_answers
         self.backends = dict(backends)
         self.choose = choose
         self.hello_timeout = hello_timeout
@@ -305,13 +308,30 @@ class Interceptor:
             raw, hello = read_client_hello(conn, self.hello_timeout)
             hello_delay = time.monotonic() - accepted
             backend = self.choose(index, hello)
+            record = {"index": index, "ja4": hello.ja4(), "openssl_default": hello.is_openssl_default(),
+                      "backend": backend, "sni": hello.server_name, "hello_delay": hello_delay}
             with self._lock:
-                self.connections.append({"index": index, "ja4": hello.ja4(), "openssl_default": hello.is_openssl_default(),
-                                         "backend": backend, "sni": hello.server_name, "hello_delay": hello_delay})
+                self.connections.append(record)
             upstream = socket.create_connection(("127.0.0.1", self.backends[backend]), timeout=self.hello_timeout)
             with self._lock:
                 self._open.add(upstream)
             upstream.sendall(raw)
+            if self.time_answers:
+                upstream.settimeout(self.hello_timeout)
+                conn.settimeout(self.hello_timeout)
+                answer = upstream.recv(65536)
+                if not answer:
+                    return
+                answered = time.monotonic()
+                conn.sendall(answer)
+                reply = conn.recv(65536)
+                if not reply:
+                    return
+                with self._lock:
+                    record["answer_delay"] = time.monotonic() - answered
+                upstream.sendall(reply)
+                upstream.settimeout(None)
+                conn.settimeout(None)
             down = threading.Thread(target=self._pump, args=(upstream, conn), daemon=True)
             down.start()
             self._pump(conn, upstream)

@@ -410,3 +410,90 @@ def test_a_check_made_alone_sends_its_hello_as_late_as_the_tunnels_clients_do(st
     early = [d for d in delays if d < wait * 1000 * 0.6]
     assert not early, f"hellos that came early, the checks' tell (ms): {early}; all: {delays}"
     assert read_alert_lines(p.alert_log, icpt.port) == []
+
+
+def bio_fetch(wait):
+    """A client that waits `wait` seconds before each flight it sends (its hello after the proxy's 200, its second
+    hello after a HelloRetryRequest, its Finished), through a memory BIO, then fetches /blob over TLS 1.3."""
+    def fetch(p, port):
+        class Ran:
+            stdout = b""
+        ran = Ran()
+        try:
+            with socket.create_connection(("127.0.0.1", p.port), timeout=6) as sock:
+                sock.sendall(f"CONNECT genuine.test:{port} HTTP/1.1\r\nHost: genuine.test:{port}\r\n\r\n".encode())
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        return ran
+                    head += chunk
+                if not head.startswith(b"HTTP/1.1 200"):
+                    return ran
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+                context.minimum_version = ssl.TLSVersion.TLSv1_3
+                incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+                tls = context.wrap_bio(incoming, outgoing, server_hostname="genuine.test")
+                while True:
+                    try:
+                        tls.do_handshake()
+                        break
+                    except ssl.SSLWantReadError:
+                        flight = outgoing.read()
+                        if flight:
+                            time.sleep(wait)
+                            sock.sendall(flight)
+                        chunk = sock.recv(65536)
+                        if not chunk:
+                            return ran
+                        incoming.write(chunk)
+                flight = outgoing.read()
+                if flight:
+                    time.sleep(wait)
+                    sock.sendall(flight)
+                tls.write(f"GET /blob HTTP/1.1\r\nHost: genuine.test:{port}\r\nConnection: close\r\n\r\n".encode())
+                sock.sendall(outgoing.read())
+                while True:
+                    try:
+                        data = tls.read(65536)
+                        if not data:
+                            break
+                        ran.stdout += data
+                    except ssl.SSLWantReadError:
+                        chunk = sock.recv(65536)
+                        if not chunk:
+                            break
+                        incoming.write(chunk)
+                    except ssl.SSLZeroReturnError:
+                        break
+        except (OSError, ssl.SSLError):
+            pass
+        return ran
+    return fetch
+
+
+def test_a_check_made_alone_answers_a_hello_retry_request_as_late_as_the_tunnels_clients_do(start_proxy, tmp_path, pki, closing):
+    """The same for the second hello: a server that asks every hello with an X25519 share to retry with P-256. A
+    check answered the HelloRetryRequest from inside chainwatch (0.02 to 0.5 ms), a tunnel's client a round trip
+    later, and a review forged every connection whose second hello came 0.6 ms or more after the retry: the checks
+    alone were spared. Each check now waits a delay drawn from the tunnels' own answers."""
+    wait = 0.06
+    genuine = closing(threaded(pki / "genuine.fullchain.pem", pki / "genuine.key", blob=PAGE))
+    genuine.server.socket.context.set_ecdh_curve("prime256v1")   # a retry for every X25519 share
+    icpt = closing(Interceptor({"genuine": genuine.port}, lambda index, hello: "genuine", time_answers=True))
+    admin = free_port()
+    p = proxy(start_proxy, tmp_path, pki, 4, "alert", 0, "--admin", f"127.0.0.1:{admin}")
+    fetched = steady_traffic(p, icpt.port, ForgeFromNowOn(), forge_after=1e9, seconds=7.0, every=0.25, fetch=bio_fetch(wait))
+    time.sleep(1.0)   # a check in flight
+    alone = value(metrics(admin), "chainwatch_spot_checks_started_total", kind="alone")
+    answers = sorted(round(c["answer_delay"] * 1000, 1) for c in icpt.connections if "answer_delay" in c)
+    hellos = sorted(round(c["hello_delay"] * 1000, 1) for c in icpt.connections)
+    assert all(page for _, page, _ in fetched), f"a page did not arrive: {fetched}"
+    assert alone >= 3, f"only {alone} checks made alone: the test shows nothing; answers after (ms) {answers}"
+    assert len(answers) >= len(fetched) + alone, (len(fetched), alone, answers)
+    early = [d for d in answers if d < wait * 1000 * 0.6]
+    assert not early, f"second hellos that came early, the checks' tell (ms): {early}; all: {answers}"
+    assert not [d for d in hellos if d < wait * 1000 * 0.6], f"first hellos (ms): {hellos}"
+    assert read_alert_lines(p.alert_log, icpt.port) == []

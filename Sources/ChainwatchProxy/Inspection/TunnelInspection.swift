@@ -45,6 +45,12 @@ final class TunnelInspection {
     /// first bytes came: what a spot check made alone waits before its hello (`HelloDelays`).
     private let openedNanoseconds = MonotonicClock.nanoseconds()
     private var helloDelayMicroseconds: Int64?
+    /// When the server's HelloRetryRequest came, how long the client took to answer it, and the key this tunnel relied
+    /// on: the delay goes to that key's checks, with the tunnel's context when the probe answered after the retry (a
+    /// rule that probes at the real ServerHello), else at once (`SpotCheckTimers.recordRetry`).
+    private var retryNanoseconds: UInt64?
+    private var retryDelayMicroseconds: Int64?
+    private var reliedOn: ProbeKey?
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
          client: [UInt8], stack: UInt64, spotChecks: SpotCheckTimers, spotCheck: SpotChecker.Due? = nil, holdLimit: Int,
@@ -85,11 +91,20 @@ final class TunnelInspection {
     func clientBytes(_ chunk: UnsafeRawBufferPointer) {
         if helloDelayMicroseconds == nil {
             helloDelayMicroseconds = Int64((MonotonicClock.nanoseconds() &- openedNanoseconds) / 1000)
+        } else if let retry = retryNanoseconds {   // the client's answer to the server's HelloRetryRequest
+            retryNanoseconds = nil
+            let delay = Int64((MonotonicClock.nanoseconds() &- retry) / 1000)
+            retryDelayMicroseconds = delay
+            if let reliedOn { spotChecks.recordRetry(reliedOn, microseconds: delay) }
         }
         run(machine.clientBytes(chunk, resources))
     }
 
-    func serverBytes(_ chunk: UnsafeRawBufferPointer) { run(machine.serverBytes(chunk, resources)) }
+    func serverBytes(_ chunk: UnsafeRawBufferPointer) {
+        let retried = machine.watch.sawHelloRetry
+        run(machine.serverBytes(chunk, resources))
+        if !retried, machine.watch.sawHelloRetry { retryNanoseconds = MonotonicClock.nanoseconds() }
+    }
 
     /// The client's stream ended (the tunnel may still carry the server's bytes to it).
     func clientEnded() { run(machine.clientEnded(resources)) }
@@ -252,14 +267,15 @@ final class TunnelInspection {
             var result = result
             if let previous {
                 let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts,
-                                                  helloDelayMicroseconds: helloDelayMicroseconds ?? 0)
+                                                  helloDelayMicroseconds: helloDelayMicroseconds ?? 0, retryDelayMicroseconds: retryDelayMicroseconds)
                 inspector.spotChecker.ended(result, cachedDigest: previous.chain?.chainDigest, context: context, inspector: inspector, loop: loop)
                 // A check that got no chain costs its tunnel nothing: it is weighed against the result it would have had.
                 if result.chain == nil { result = previous }
             }
             if cached, case .success = result {
+                reliedOn = key
                 let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts,
-                                                  helloDelayMicroseconds: helloDelayMicroseconds ?? 0)
+                                                  helloDelayMicroseconds: helloDelayMicroseconds ?? 0, retryDelayMicroseconds: retryDelayMicroseconds)
                 inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
             }
             let answer: InspectionMachine.ProbeAnswer = switch result {

@@ -40,10 +40,9 @@ final class ProbeHandshake: ConnectionDelegate {
     /// When the server's first byte came (the loop's clock): a probe that keeps its closing flight for the tunnel
     /// gives its connection up `PairProbeGate.stallMilliseconds` after it.
     private var firstServerByte: Int64?
-    /// How long after its connection is established a spot check made alone sends its hello (`start`), and the timer
-    /// that sends it.
-    private var helloDelayMicroseconds: Int64 = 0
-    private var helloTimer: Timer?
+    /// When a spot check made alone sends its hellos (`start`), and the timer that sends one.
+    private var timing = ProbeTiming()
+    private var helloTimer: PreciseTimer?
     /// Reported, the connection kept for the closing flight (`reportKeepingTheConnection`), and the bytes read since.
     private var keptAfterReport = false
     private var keptReadBytes = 0
@@ -71,12 +70,10 @@ final class ProbeHandshake: ConnectionDelegate {
     /// when a step fails at once). The deadline covers a second handshake for a large Certificate message.
     /// With `spare`, the first handshake uses that connection (already connecting, or connected: the hello is sent at
     /// once) instead of connecting; one that failed meanwhile is replaced by a connection of its own.
-    /// `helloDelayMicroseconds`: the first hello waits that long once the connection is established (a spot check made
-    /// alone: as long as a tunnel's client took to send its hello after chainwatch connected for it, so an interceptor
-    /// cannot tell the check by a hello that comes at once; `SpotCheckTimers`).
-    func start(on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil, helloDelayMicroseconds: Int64 = 0) {
+    /// `timing`: how long the hellos wait (a spot check made alone, `ProbeTiming`).
+    func start(on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil, timing: ProbeTiming = ProbeTiming()) {
         self.loop = loop
-        self.helloDelayMicroseconds = helloDelayMicroseconds
+        self.timing = timing
         self.spare = spare
         self.retryGate = retryGate
         let timer = Timer(loop: loop) { [unowned self] in
@@ -130,21 +127,12 @@ final class ProbeHandshake: ConnectionDelegate {
     func connection(_ connection: Connection, didReceive event: ConnectionEvent) {
         switch event {
         case .connected:
+            let connected = timing.helloMicroseconds > 0 ? MonotonicClock.nanoseconds() : 0
             connection.enableRead()
             guard case .own(let own) = client else { return advance() }
-            let delay = helloDelayMicroseconds
-            helloDelayMicroseconds = 0   // the first handshake only: a second one (a larger Certificate) goes at once
-            guard delay > 0, let loop else { return connection.write(own.start()) }
-            let hello = own.start()
-            let timer = Timer(loop: loop) { [weak self, weak connection] in
-                guard let self, let connection, self.connection === connection else { return }
-                self.helloTimer = nil
-                connection.write(hello)
-            }
-            helloTimer = timer
-            // libevent's epoll waits whole milliseconds, rounded up: half a millisecond less fires within half a
-            // millisecond of the delay, not up to a whole one after it.
-            timer.schedule(microseconds: delay - 500)
+            let delay = timing.helloMicroseconds
+            timing.helloMicroseconds = 0   // the first handshake only: a second one (a larger Certificate) goes at once
+            send(own.start(), after: delay, since: connected, on: connection)
         case .endOfStream:
             finish(.failure("handshake failed: connection closed by server"))
         case .error(let code):
@@ -169,11 +157,28 @@ final class ProbeHandshake: ConnectionDelegate {
 
     func connectionDidDrain(_ connection: Connection) {}
 
+    /// Writes `bytes` `microseconds` after `since` (the monotonic clock's nanoseconds when what they answer came: the
+    /// time taken to make them counts), at once when that has passed, and not once the connection is gone or replaced
+    /// by another. A `PreciseTimer`: libevent's own timers wait
+    /// whole milliseconds, rounded up, and one due within the time the loop took fires at once, so delays of 0.5 to
+    /// 1 ms came out at 0.02 ms or 1 ms and more; without a timer descriptor, at once.
+    private func send(_ bytes: [UInt8], after microseconds: Int64, since: UInt64, on connection: Connection) {
+        let remaining = microseconds - Int64((MonotonicClock.nanoseconds() &- since) / 1000)
+        guard microseconds > 0, remaining > 0, let loop, let timer = PreciseTimer(loop: loop, action: { [weak self, weak connection] in
+            guard let self, let connection, self.connection === connection else { return }
+            self.helloTimer = nil
+            connection.write(bytes)
+        }) else { return connection.write(bytes) }
+        helloTimer = timer
+        timer.schedule(microseconds: remaining)
+    }
+
     // MARK: Handshake
 
     /// Feeds the own client what arrived, sends what it answers, and reports when it is done.
     private func readOwn(_ connection: Connection) {
         guard case .own(var own) = client else { return }
+        let arrived = timing.retryMicroseconds > 0 ? MonotonicClock.nanoseconds() : 0
         client = nil   // not two copies of the client's buffers while it runs
         var outcome: Result<ProbeClientResult?, ProbeClientError> = .success(nil)
         var startedHolding = false
@@ -191,6 +196,11 @@ final class ProbeHandshake: ConnectionDelegate {
                             if !startedHolding { connection.write(send) }
                         } else if let retryGate, retryGate.holds {
                             _ = retryGate.hold(send) { [weak self] bytes in self?.connection?.write(bytes) }
+                        } else if own.hasRetried, !offeredRetry, timing.retryMicroseconds > 0 {
+                            offeredRetry = true   // a check alone: its second hello as late as a tunnel's client's
+                            let delay = timing.retryMicroseconds
+                            timing.retryMicroseconds = 0
+                            self.send(send, after: delay, since: arrived, on: connection)
                         } else {
                             connection.write(send)
                         }

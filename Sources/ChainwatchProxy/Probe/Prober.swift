@@ -92,18 +92,18 @@ public final class Prober: Sendable {
     /// - Parameter fresh: handshake whatever the cache holds (a spot check), joining one in flight; the cached result
     ///   stays for everyone else meanwhile and is replaced by a success (a failure never replaces a success that has
     ///   not expired: a check that gets no chain must not answer other tunnels `probe_failed`).
-    /// - Parameter helloDelayMicroseconds: how long a handshake this call starts waits between its connection being
-    ///   established and its hello (a spot check made alone, `ProbeHandshake.start`).
+    /// - Parameter timing: how long a handshake this call starts waits before its hellos (a spot check made alone,
+    ///   `ProbeTiming`).
     public func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil, fresh: Bool = false,
-                      helloDelayMicroseconds: Int64 = 0, answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
-        probe(key, client: client, on: loop, spare: spare, fresh: fresh, retryGate: nil, helloDelayMicroseconds: helloDelayMicroseconds,
+                      timing: ProbeTiming = .init(), answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
+        probe(key, client: client, on: loop, spare: spare, fresh: fresh, retryGate: nil, timing: timing,
               answered: completion)
     }
 
     /// `probe`, for a first contact's pair (`PairProbeGate`): the gate is attached, and given to the handshake, only
     /// when this call starts it (at once, not from the line).
     func probe(_ key: ProbeKey, client: [UInt8]? = nil, on loop: EventLoop, spare: SpareConnection? = nil, fresh: Bool = false,
-               retryGate: PairProbeGate?, helloDelayMicroseconds: Int64 = 0,
+               retryGate: PairProbeGate?, timing: ProbeTiming = .init(),
                answered completion: @escaping (ProbeResult, _ fromCache: Bool) -> Void) {
         let waiter = Waiter(loop: loop, completion: completion)
         let time = now()
@@ -126,7 +126,7 @@ public final class Prober: Sendable {
             }
             table.waiters[key] = [waiter]
             guard table.inFlight < maxInFlight else {
-                table.pending.append(Pending(key: key, loop: loop, since: time, helloDelayMicroseconds: helloDelayMicroseconds))
+                table.pending.append(Pending(key: key, loop: loop, since: time, timing: timing))
                 return .queued
             }
             table.inFlight += 1
@@ -149,7 +149,7 @@ public final class Prober: Sendable {
             started.add(1, ordering: .relaxed)
             retryGate?.attach()
             loop.execute { [self] in
-                startHandshake(key, on: loop, spare: spare, retryGate: retryGate, helloDelayMicroseconds: helloDelayMicroseconds)
+                startHandshake(key, on: loop, spare: spare, retryGate: retryGate, timing: timing)
             }
             return
         }
@@ -275,7 +275,7 @@ public final class Prober: Sendable {
     // MARK: - On the starting loop
 
     private func startHandshake(_ key: ProbeKey, on loop: EventLoop, spare: SpareConnection? = nil, retryGate: PairProbeGate? = nil,
-                                helloDelayMicroseconds: Int64 = 0) {
+                                timing: ProbeTiming = .init()) {
         let begun = now()
         // A client that cannot be made (allocation failure) fails this probe with the reason, not the process.
         let handshake = ProbeHandshake(key: key, timeoutMilliseconds: timeoutMilliseconds, largeHandshakes: largeHandshakes) {
@@ -284,7 +284,7 @@ public final class Prober: Sendable {
             latencies.withLock { $0.observe(seconds) }
             finish(key, result, on: loop)
         }
-        handshake.start(on: loop, spare: spare, retryGate: retryGate, helloDelayMicroseconds: helloDelayMicroseconds)   // kept alive by its connection until it reports
+        handshake.start(on: loop, spare: spare, retryGate: retryGate, timing: timing)   // kept alive by its connection until it reports
     }
 
     /// Caches the result, answers every waiter (directly on this loop, through `execute` on the others), and gives
@@ -309,7 +309,7 @@ public final class Prober: Sendable {
                    on: item.loop, at: time, cache: false)
         }
         if let next {
-            next.loop.execute { [self] in startHandshake(next.key, on: next.loop, helloDelayMicroseconds: next.helloDelayMicroseconds) }
+            next.loop.execute { [self] in startHandshake(next.key, on: next.loop, timing: next.timing) }
         }
     }
 
@@ -368,7 +368,7 @@ extension Prober {
         let key: ProbeKey
         let loop: EventLoop
         let since: Int64
-        var helloDelayMicroseconds: Int64 = 0
+        var timing = ProbeTiming()
     }
 
     /// A caller waiting for a result. Its completion is not Sendable: it is only ever called on `loop`'s thread
@@ -439,5 +439,18 @@ extension Prober {
                            weight: weight, maxEntries: maxEntries, maxBytes: maxBytes,
                            live: { $0.expires > now }, order: { $0.sequence < $1.sequence })
         }
+    }
+}
+
+/// How long a spot check made alone waits before its hello once its connection is established, and before its second
+/// hello once a HelloRetryRequest came: as long as a tunnel's client took (`HelloDelays`), so an interceptor cannot
+/// tell the check by a hello that comes at once. Zero: at once (every other probe).
+public struct ProbeTiming: Sendable, Equatable {
+    public var helloMicroseconds: Int64 = 0
+    public var retryMicroseconds: Int64 = 0
+
+    public init(helloMicroseconds: Int64 = 0, retryMicroseconds: Int64 = 0) {
+        self.helloMicroseconds = helloMicroseconds
+        self.retryMicroseconds = retryMicroseconds
     }
 }

@@ -16,8 +16,9 @@ import Synchronization
 /// The fresh result replaces the cached one, so later tunnels are compared with it.
 ///
 /// Two kinds of check, drawn for each (`besideFraction` of them beside): a check **alone** probes at the moment its
-/// timer fires, its hello sent as long after its connection is established as the key's tunnels' clients took
-/// (`HelloDelays`: a hello sent at once told the check from a tunnel); a check **beside** waits for the next tunnel to the address and name, of the client and stack it was
+/// timer fires, its hello sent as long after its connection is established, and its second hello as long after a
+/// HelloRetryRequest, as the key's tunnels' clients took (`HelloDelays`, `ProbeTiming`: hellos sent at once told the
+/// check from a tunnel); a check **beside** waits for the next tunnel to the address and name, of the client and stack it was
 /// drawn for first (`SpotCheckDues`), which opens a spare connection at its CONNECT and sends the check's hello (the
 /// tunnel's own offer, mirrored) on it just before the client's (`TunnelInspection`). A forger who forges connections
 /// with no twin before them meets every check beside a tunnel it would have forged, and a check alone only when no
@@ -42,6 +43,10 @@ public final class SpotChecker: Sendable {
         /// How long the tunnel's client took to send its hello after its upstream connection was established; in a
         /// drawn context, the delay a check made alone waits before its hello (`HelloDelays`).
         var helloDelayMicroseconds: Int64 = 0
+        /// How long the tunnel's client took to answer the server's HelloRetryRequest (nil: none came, or not yet); in a
+        /// drawn context, how long a check made alone waits before its second hello after one (drawn from the key's
+        /// tunnels that had one; nil when none did).
+        var retryDelayMicroseconds: Int64?
 
         var party: Party { Party(client: client, stack: stack) }
     }
@@ -190,10 +195,12 @@ public final class SpotChecker: Sendable {
     private func check(_ key: ProbeKey, context: Context, inspector: Inspector, loop: EventLoop) {
         counters.withLock { $0.started += 1 }
         let cached = inspector.prober.cachedSuccess(for: key)?.chain?.chainDigest
-        // Its hello waits as long as a tunnel's client took (`HelloDelays`), within half the probe's timeout.
-        let delay = min(context.helloDelayMicroseconds, Int64(inspector.prober.timeoutMilliseconds) * 500)
+        // Its hellos wait as long as a tunnel's client took (`HelloDelays`), within a quarter of the probe's timeout each.
+        let bound = Int64(inspector.prober.timeoutMilliseconds) * 250
+        let timing = ProbeTiming(helloMicroseconds: min(context.helloDelayMicroseconds, bound),
+                                                retryMicroseconds: min(context.retryDelayMicroseconds ?? 0, bound))
         // Fresh: the cached result stays for the tunnels meanwhile, and only a chain replaces it.
-        inspector.prober.probe(key, client: context.client, on: loop, fresh: true, helloDelayMicroseconds: delay) { [self] result, _ in
+        inspector.prober.probe(key, client: context.client, on: loop, fresh: true, timing: timing) { [self] result, _ in
             ended(result, cachedDigest: cached, context: context, inspector: inspector, loop: loop)
         }
     }
@@ -249,7 +256,8 @@ final class SpotCheckTimers {
     /// The latest tunnel's context is the one kept whole (its rule, policy and facts; its key, whose hello any
     /// client's of the key would mirror alike: the key holds the shape), the clients as parties only: a key keeps one
     /// hello and one set of facts however many clients use it, as before clients were drawn.
-    private var contexts: [ProbeKey: (latest: SpotChecker.Context, clients: SpotCheckClients<[UInt8], UInt64>, delays: HelloDelays)] = [:]
+    private var contexts: [ProbeKey: (latest: SpotChecker.Context, clients: SpotCheckClients<[UInt8], UInt64>, delays: HelloDelays,
+                                      retries: HelloDelays)] = [:]
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -259,10 +267,11 @@ final class SpotCheckTimers {
     /// A tunnel of `context.client` relied on `key` at `now`. Called for keys this loop arms (at most the schedule's
     /// 4 096), and forgotten with their timers.
     func remember(_ key: ProbeKey, _ context: SpotChecker.Context, now: Int64) {
-        if contexts[key] == nil { contexts[key] = (context, SpotCheckClients(), HelloDelays()) }
+        if contexts[key] == nil { contexts[key] = (context, SpotCheckClients(), HelloDelays(), HelloDelays()) }
         contexts[key]!.latest = context   // in place: a copy of the table per tunnel otherwise
         contexts[key]!.clients.record(context.client, stack: context.stack, now: now) { Int.random(in: 0..<$0) }
         contexts[key]!.delays.record(context.helloDelayMicroseconds)
+        if let retry = context.retryDelayMicroseconds { contexts[key]!.retries.record(retry) }
     }
 
     /// The context a check of `key` is made under: the latest tunnel's, for a client drawn uniformly among those that
@@ -270,14 +279,21 @@ final class SpotCheckTimers {
     /// a tunnel waits for), with a hello delay drawn from the key's latest tunnels' (`HelloDelays`: the shape's
     /// tunnels, whichever client, as an interceptor sees them).
     func draw(_ key: ProbeKey) -> SpotChecker.Context? {
-        guard let (latest, clients, delays) = contexts[key] else { return nil }
+        guard let (latest, clients, delays, retries) = contexts[key] else { return nil }
         var context = latest
         context.helloDelayMicroseconds = delays.draw { Int.random(in: 0..<$0) }
+        context.retryDelayMicroseconds = retries.count > 0 ? retries.draw { Int.random(in: 0..<$0) } : nil
         if let drawn = clients.pick(now: loop.cachedMilliseconds, draw: { Int.random(in: 0..<$0) }) {
             context.client = drawn.client
             context.stack = drawn.stack
         }
         return context
+    }
+
+    /// A tunnel that relied on `key` got a HelloRetryRequest, and its client answered it `microseconds` later: kept for
+    /// the checks of a key this loop checks (`HelloDelays`).
+    func recordRetry(_ key: ProbeKey, microseconds: Int64) {
+        contexts[key]?.retries.record(microseconds)
     }
 
     /// Calls `action` after `milliseconds`. A key's timer is made once and scheduled again (never freed from its own
