@@ -352,66 +352,6 @@ def test_a_forgers_own_client_cannot_take_the_checks_beside_another_clients_tunn
           f"passed); checks beside {beside}; the forger's client's tunnels {len(own)}")
 
 
-def slow_fetch(wait):
-    """A client that takes `wait` seconds between the proxy's 200 and its hello (a client farther away than loopback,
-    or a slow one), then fetches /blob over TLS 1.3 (certificate not verified: the proxy's verdict is under test)."""
-    def fetch(p, port):
-        class Ran:
-            stdout = b""
-        ran = Ran()
-        try:
-            with socket.create_connection(("127.0.0.1", p.port), timeout=6) as sock:
-                sock.sendall(f"CONNECT genuine.test:{port} HTTP/1.1\r\nHost: genuine.test:{port}\r\n\r\n".encode())
-                head = b""
-                while b"\r\n\r\n" not in head:
-                    chunk = sock.recv(4096)
-                    if not chunk:
-                        return ran
-                    head += chunk
-                if not head.startswith(b"HTTP/1.1 200"):
-                    return ran
-                time.sleep(wait)
-                context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-                context.minimum_version = ssl.TLSVersion.TLSv1_3
-                with context.wrap_socket(sock, server_hostname="genuine.test") as tls:
-                    tls.sendall(f"GET /blob HTTP/1.1\r\nHost: genuine.test:{port}\r\nConnection: close\r\n\r\n".encode())
-                    while True:
-                        chunk = tls.recv(65536)
-                        if not chunk:
-                            break
-                        ran.stdout += chunk
-        except (OSError, ssl.SSLError):
-            pass
-        return ran
-    return fetch
-
-
-def test_a_check_made_alone_sends_its_hello_as_late_as_the_tunnels_clients_do(start_proxy, tmp_path, pki, closing):
-    """An interceptor sees when each connection is established and when its hello comes. A tunnel's connection opens
-    at the CONNECT and its hello comes once the client has read the 200 (here 60 ms later: the client waits); a check
-    made alone sent its hello as soon as it was connected (under 1 ms), and a review forged every connection whose
-    hello came 1 ms or more late: every check alone was spared. Each check now waits a delay drawn from the tunnels'
-    own, so every connection's hello, checks' and tunnels' alike, comes about 60 ms after it was established."""
-    wait = 0.06
-    policy, icpt = interception(pki, closing)
-    admin = free_port()
-    p = proxy(start_proxy, tmp_path, pki, 4, "alert", 0, "--admin", f"127.0.0.1:{admin}")
-    fetched = steady_traffic(p, icpt.port, policy, forge_after=1e9, seconds=6.0, every=0.25, fetch=slow_fetch(wait))
-    time.sleep(1.0)   # a check in flight
-    samples = metrics(admin)
-    alone = value(samples, "chainwatch_spot_checks_started_total", kind="alone")
-    delays = sorted(round(c["hello_delay"] * 1000, 1) for c in icpt.connections)
-    assert all(page for _, page, _ in fetched), f"a page did not arrive: {fetched}"
-    assert alone >= 3, f"only {alone} checks made alone: the test shows nothing; hellos after (ms) {delays}"
-    # Every hello the interceptor saw: the tunnels', the first contact's probe (sent with the client's) and the checks'.
-    assert len(delays) >= len(fetched) + alone, (len(fetched), alone, delays)
-    early = [d for d in delays if d < wait * 1000 * 0.6]
-    assert not early, f"hellos that came early, the checks' tell (ms): {early}; all: {delays}"
-    assert read_alert_lines(p.alert_log, icpt.port) == []
-
-
 def bio_fetch(wait):
     """A client that waits `wait` seconds before each flight it sends (its hello after the proxy's 200, its second
     hello after a HelloRetryRequest, its Finished), through a memory BIO, then fetches /blob over TLS 1.3."""
@@ -472,6 +412,30 @@ def bio_fetch(wait):
             pass
         return ran
     return fetch
+
+
+def test_a_check_made_alone_sends_its_hello_as_late_as_the_tunnels_clients_do(start_proxy, tmp_path, pki, closing):
+    """An interceptor sees when each connection is established and when its hello comes. A tunnel's connection opens
+    at the CONNECT and its hello comes once the client has read the 200 (here 60 ms later: the client waits); a check
+    made alone sent its hello as soon as it was connected (under 1 ms), and a review forged every connection whose
+    hello came 1 ms or more late: every check alone was spared. Each check now waits a delay drawn from the tunnels'
+    own, so every connection's hello, checks' and tunnels' alike, comes about 60 ms after it was established."""
+    wait = 0.06
+    policy, icpt = interception(pki, closing)
+    admin = free_port()
+    p = proxy(start_proxy, tmp_path, pki, 4, "alert", 0, "--admin", f"127.0.0.1:{admin}")
+    fetched = steady_traffic(p, icpt.port, policy, forge_after=1e9, seconds=6.0, every=0.25, fetch=bio_fetch(wait))
+    time.sleep(1.0)   # a check in flight
+    samples = metrics(admin)
+    alone = value(samples, "chainwatch_spot_checks_started_total", kind="alone")
+    delays = sorted(round(c["hello_delay"] * 1000, 1) for c in icpt.connections)
+    assert all(page for _, page, _ in fetched), f"a page did not arrive: {fetched}"
+    assert alone >= 3, f"only {alone} checks made alone: the test shows nothing; hellos after (ms) {delays}"
+    # Every hello the interceptor saw: the tunnels', the first contact's probe (sent with the client's) and the checks'.
+    assert len(delays) >= len(fetched) + alone, (len(fetched), alone, delays)
+    early = [d for d in delays if d < wait * 1000 * 0.6]
+    assert not early, f"hellos that came early, the checks' tell (ms): {early}; all: {delays}"
+    assert read_alert_lines(p.alert_log, icpt.port) == []
 
 
 def test_a_check_made_alone_answers_a_hello_retry_request_as_late_as_the_tunnels_clients_do(start_proxy, tmp_path, pki, closing):
