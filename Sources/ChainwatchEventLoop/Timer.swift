@@ -38,7 +38,8 @@ public final class PreciseTimer {
     private var event: OpaquePointer?
     private let action: () -> Void
 
-    /// Nil when the kernel gives no timer descriptor (descriptors exhausted): the caller falls back to a `Timer`.
+    /// Nil when the kernel gives no timer descriptor (descriptors exhausted): the caller does without (a spot check then
+    /// sends its hello at once).
     public init?(loop: EventLoop, action: @escaping () -> Void) {
         let fd = timerfd_create(CLOCK_MONOTONIC, Int32(TFD_NONBLOCK | TFD_CLOEXEC))
         guard fd >= 0 else { return nil }

@@ -159,9 +159,9 @@ final class ProbeHandshake: ConnectionDelegate {
 
     /// Writes `bytes` `microseconds` after `since` (the monotonic clock's nanoseconds when what they answer came: the
     /// time taken to make them counts), at once when that has passed, and not once the connection is gone or replaced
-    /// by another. A `PreciseTimer`: libevent's own timers wait
-    /// whole milliseconds, rounded up, and one due within the time the loop took fires at once, so delays of 0.5 to
-    /// 1 ms came out at 0.02 ms or 1 ms and more; without a timer descriptor, at once.
+    /// by another. On a `PreciseTimer`: libevent's own timers wait whole milliseconds, rounded up, and one due within
+    /// the time the loop took fires at once, so delays of 0.5 to 1 ms came out at 0.02 ms or at 1 ms and more; without
+    /// a timer descriptor, at once.
     private func send(_ bytes: [UInt8], after microseconds: Int64, since: UInt64, on connection: Connection) {
         let remaining = microseconds - Int64((MonotonicClock.nanoseconds() &- since) / 1000)
         guard microseconds > 0, remaining > 0, let loop, let timer = PreciseTimer(loop: loop, action: { [weak self, weak connection] in

@@ -198,7 +198,7 @@ public final class SpotChecker: Sendable {
         // Its hellos wait as long as a tunnel's client took (`HelloDelays`), within a quarter of the probe's timeout each.
         let bound = Int64(inspector.prober.timeoutMilliseconds) * 250
         let timing = ProbeTiming(helloMicroseconds: min(context.helloDelayMicroseconds, bound),
-                                                retryMicroseconds: min(context.retryDelayMicroseconds ?? 0, bound))
+                                 retryMicroseconds: min(context.retryDelayMicroseconds ?? 0, bound))
         // Fresh: the cached result stays for the tunnels meanwhile, and only a chain replaces it.
         inspector.prober.probe(key, client: context.client, on: loop, fresh: true, timing: timing) { [self] result, _ in
             ended(result, cachedDigest: cached, context: context, inspector: inspector, loop: loop)
