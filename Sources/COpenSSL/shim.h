@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 #include <openssl/ocsp.h>
 #include <openssl/engine.h>
+#include <openssl/dh.h>
 
 // Macros do not import into Swift: each wrapper is named c_openssl_<exact C name>.
 static inline long c_openssl_SSL_set_tlsext_host_name(SSL *ssl, const char *name) { return SSL_set_tlsext_host_name(ssl, name); }

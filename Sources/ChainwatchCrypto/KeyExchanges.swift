@@ -1,4 +1,5 @@
 import ChainwatchCore
+import ChainwatchOpenSSL
 import Crypto
 import Foundation
 
@@ -10,6 +11,9 @@ enum NamedGroup {
     static let secp521r1: UInt16 = 0x0019
     static let x25519MLKEM768: UInt16 = 0x11EC
     static let x25519Kyber768Draft00: UInt16 = 0x6399
+    /// With OpenSSL's libcrypto (`KeyAgreement`): X448, and RFC 7919's ffdhe2048 (0x0100) to ffdhe8192 (0x0104).
+    static let x448: UInt16 = 0x001E
+    static let ffdhe: [UInt16: Int] = [0x0100: 2048, 0x0101: 3072, 0x0102: 4096, 0x0103: 6144, 0x0104: 8192]
 }
 
 /// A fresh exchange for `group`; for X25519MLKEM768, `x25519` (an `X25519Exchange` of this provider) gives the X25519
@@ -32,7 +36,35 @@ func makeKeyExchange(group: UInt16, x25519: (any TLSKeyExchange)?) throws(TLSCry
         }
         return group == NamedGroup.x25519MLKEM768 ? try X25519MLKEM768Exchange(x25519: classical)
             : try X25519Kyber768Draft00Share(x25519: classical)
-    default: throw .unsupported("group 0x\(hex(group))")
+    case NamedGroup.x448: return try OpenSSLGroupExchange(group: group, .x448)
+    default:
+        guard let bits = NamedGroup.ffdhe[group] else { throw .unsupported("group 0x\(hex(group))") }
+        return try OpenSSLGroupExchange(group: group, .ffdhe(bits: bits))
+    }
+}
+
+/// X448 or a finite-field group, with OpenSSL's libcrypto as libssl performs them (`KeyAgreement`).
+final class OpenSSLGroupExchange: TLSKeyExchange {
+    let group: UInt16
+    let publicShare: [UInt8]
+    private let agreement: KeyAgreement
+
+    init(group: UInt16, _ kind: KeyAgreement.Kind) throws(TLSCryptoError) {
+        self.group = group
+        do throws(OpenSSLError) {
+            agreement = try KeyAgreement(kind)
+        } catch {
+            throw .unsupported("group 0x\(hex(group)): \(error)")
+        }
+        publicShare = agreement.publicShare
+    }
+
+    func sharedSecret(serverShare: [UInt8]) throws(TLSCryptoError) -> [UInt8] {
+        do throws(OpenSSLError) {
+            return try agreement.sharedSecret(peerShare: serverShare)
+        } catch {
+            throw .malformed("group 0x\(hex(group)) share: \(error)")
+        }
     }
 }
 

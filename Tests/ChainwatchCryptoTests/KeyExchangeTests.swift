@@ -101,8 +101,19 @@ import Testing
         #expect(alone.publicShare.count == 1216 && Array(alone.publicShare.prefix(32)) != classical.publicShare)
     }
 
+    /// X448 and the finite-field groups, through OpenSSL (`KeyAgreement`): a share of the group's length each, and a
+    /// share of another length refused as malformed.
+    @Test(arguments: [(UInt16(0x001E), 56), (0x0100, 256), (0x0104, 1024)])
+    func x448AndFiniteFieldGroups(_ group: UInt16, _ length: Int) throws {
+        let client = try crypto.keyExchange(group: group, x25519: nil), server = try crypto.keyExchange(group: group, x25519: nil)
+        #expect(client.group == group && client.publicShare.count == length)
+        #expect(try client.sharedSecret(serverShare: server.publicShare) == server.sharedSecret(serverShare: client.publicShare))
+        #expect(throws: TLSCryptoError.self) { try client.sharedSecret(serverShare: Array(server.publicShare.dropFirst())) }
+    }
+
     @Test func unsupported() throws {
-        #expect(throws: TLSCryptoError.unsupported("group 0x001E")) { try crypto.keyExchange(group: 0x001E, x25519: nil) }
+        #expect(throws: TLSCryptoError.unsupported("group 0x001A")) { try crypto.keyExchange(group: 0x001A, x25519: nil) }
+        #expect(throws: TLSCryptoError.unsupported("group 0x0105")) { try crypto.keyExchange(group: 0x0105, x25519: nil) }
         let p256 = try crypto.keyExchange(group: 0x0017, x25519: nil)
         #expect(throws: TLSCryptoError.self) { try crypto.keyExchange(group: 0x11EC, x25519: p256) }
     }

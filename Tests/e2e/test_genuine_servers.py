@@ -33,6 +33,7 @@ import pytest
 from helpers import OpenSSLServer, free_port, read_alert_lines, stop_process, wait_for_port
 from test_probe_is_the_client import CLIENTS
 from test_tls13_adversary import PAGE, closing, rsa_leaf, start  # noqa: F401 (fixtures)
+from test_tls13_adversary import STATUS_PAGE as ADVERSARY_STATUS_PAGE, curl, expect_caught, s_server
 
 # The `-www` status page of s_server begins with its command line (STATUS_PAGE of test_tls13_adversary, "<HTML><BODY",
 # is not what chromium --dump-dom gives back: its DOM adds a <head>).
@@ -274,3 +275,28 @@ def test_rsa_and_ecdsa_server(start_proxy, tmp_path, pki, rsa_leaf, closing, cli
 def test_one_connection_at_a_time_server(start_proxy, tmp_path, pki, closing, client):
     server = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3"))
     fetch_twice(start_proxy, tmp_path, pki, client, server.port, STATUS_PAGE)
+
+
+# 6. Groups swift-crypto does not have. A server that accepts only ffdhe2048 or X448 asks every OpenSSL client (which
+# offers both, with an X25519 key share only) to retry with it; the probe performs them with OpenSSL's libcrypto
+# (`KeyAgreement`). Before, it could not: under block every client was refused (`probe_failed`), under alert each
+# connection wrote a line (an adversarial review, 2026-11-28). Browsers offer neither: they fail against such a server
+# directly, so they are not among the clients here.
+OPENSSL_CLIENTS = ["curl", "python", "s_client"]
+
+
+@pytest.mark.parametrize("group", ["ffdhe2048", "X448"])
+@pytest.mark.parametrize("client", OPENSSL_CLIENTS)
+def test_a_finite_field_or_x448_server(start_proxy, tmp_path, pki, closing, client, group):
+    server = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3",
+                                   extra=["-groups", group]))
+    fetch_twice(start_proxy, tmp_path, pki, client, server.port, STATUS_PAGE)
+
+
+@pytest.mark.parametrize("group", ["ffdhe2048", "X448"])
+def test_a_forging_server_on_a_finite_field_group_or_x448_is_still_blocked(start_proxy, tmp_path, pki, closing, group):
+    """The probe finishes the handshake with such a server and reads its chain: a forged one is caught."""
+    server = closing(s_server(pki, "attacker", extra=["-groups", group]))
+    proxy = start(start_proxy, tmp_path, pki, "block")
+    ran = curl(proxy, server.port)
+    expect_caught(proxy, server.port, ran, ADVERSARY_STATUS_PAGE)

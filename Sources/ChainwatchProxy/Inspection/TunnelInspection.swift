@@ -46,11 +46,12 @@ final class TunnelInspection {
     private let openedNanoseconds = MonotonicClock.nanoseconds()
     private var helloDelayMicroseconds: Int64?
     /// When the server's HelloRetryRequest came, how long the client took to answer it, and the key this tunnel relied
-    /// on: the delay goes to that key's checks, with the tunnel's context when the probe answered after the retry (a
-    /// rule that probes at the real ServerHello), else at once (`SpotCheckTimers.recordRetry`).
+    /// on: both delays go to that key's checks as a pair, once the handshake has shown whether a retry came and how it
+    /// was answered (`recordDelays`).
     private var retryNanoseconds: UInt64?
     private var retryDelayMicroseconds: Int64?
     private var reliedOn: ProbeKey?
+    private var delaysRecorded = false
 
     init(inspector: Inspector, snapshot: PolicySnapshot, loop: EventLoop, facts: ConnectionFacts, upstreamAddress: SocketAddress,
          client: [UInt8], stack: UInt64, spotChecks: SpotCheckTimers, spotCheck: SpotChecker.Due? = nil, holdLimit: Int,
@@ -93,17 +94,31 @@ final class TunnelInspection {
             helloDelayMicroseconds = Int64((MonotonicClock.nanoseconds() &- openedNanoseconds) / 1000)
         } else if let retry = retryNanoseconds {   // the client's answer to the server's HelloRetryRequest
             retryNanoseconds = nil
-            let delay = Int64((MonotonicClock.nanoseconds() &- retry) / 1000)
-            retryDelayMicroseconds = delay
-            if let reliedOn { spotChecks.recordRetry(reliedOn, microseconds: delay) }
+            retryDelayMicroseconds = Int64((MonotonicClock.nanoseconds() &- retry) / 1000)
+            recordDelays()
         }
         run(machine.clientBytes(chunk, resources))
+    }
+
+    /// This tunnel's hello delays, for the checks of the key it relied on, once known: with a HelloRetryRequest, when
+    /// the client has answered it; without, at the server's ServerHello (no retry can come after it).
+    private func recordDelays() {
+        guard !delaysRecorded, let key = reliedOn, let hello = helloDelayMicroseconds else { return }
+        if machine.watch.sawHelloRetry {
+            guard let retry = retryDelayMicroseconds else { return }
+            spotChecks.recordDelays(key, HelloDelays.Sample(hello: hello, retry: retry))
+        } else {
+            guard machine.watch.serverHello != nil else { return }
+            spotChecks.recordDelays(key, HelloDelays.Sample(hello: hello))
+        }
+        delaysRecorded = true
     }
 
     func serverBytes(_ chunk: UnsafeRawBufferPointer) {
         let retried = machine.watch.sawHelloRetry
         run(machine.serverBytes(chunk, resources))
         if !retried, machine.watch.sawHelloRetry { retryNanoseconds = MonotonicClock.nanoseconds() }
+        recordDelays()
     }
 
     /// The client's stream ended (the tunnel may still carry the server's bytes to it).
@@ -263,20 +278,28 @@ final class TunnelInspection {
         }
         // `fresh` (a re-probe after the tunnel's flight disagreed with the cached result) handshakes whatever the cache
         // holds, as a check does; a chain replaces the cached one.
-        inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: fresh || previous != nil, retryGate: retryGate) { [self] result, cached in   // keeps the inspection alive until it answers
+        // A re-probe (`fresh`: the tunnel's flight disagreed with the cached result) is made beside its tunnel, after
+        // that tunnel's hellos: it sends its own as late as that tunnel's client sent them, not at once (a review saw
+        // one answer a HelloRetryRequest in 0.02 ms right after a tunnel that took 41 ms).
+        var timing = ProbeTiming()
+        if fresh, let hello = helloDelayMicroseconds {
+            let bound = Int64(inspector.prober.timeoutMilliseconds) * 250
+            timing = ProbeTiming(helloMicroseconds: min(hello, bound), retryMicroseconds: min(retryDelayMicroseconds ?? hello, bound))
+        }
+        inspector.prober.probe(key, client: client, on: loop, spare: spare, fresh: fresh || previous != nil, retryGate: retryGate,
+                               timing: timing) { [self] result, cached in   // keeps the inspection alive until it answers
             var result = result
             if let previous {
-                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts,
-                                                  helloDelayMicroseconds: helloDelayMicroseconds ?? 0, retryDelayMicroseconds: retryDelayMicroseconds)
+                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
                 inspector.spotChecker.ended(result, cachedDigest: previous.chain?.chainDigest, context: context, inspector: inspector, loop: loop)
                 // A check that got no chain costs its tunnel nothing: it is weighed against the result it would have had.
                 if result.chain == nil { result = previous }
             }
             if cached, case .success = result {
                 reliedOn = key
-                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts,
-                                                  helloDelayMicroseconds: helloDelayMicroseconds ?? 0, retryDelayMicroseconds: retryDelayMicroseconds)
+                let context = SpotChecker.Context(key: key, client: client, stack: stack, rule: machine.rule, snapshot: snapshot, facts: machine.facts)
                 inspector.spotChecker.used(key, context: context, inspector: inspector, timers: spotChecks)
+                recordDelays()
             }
             let answer: InspectionMachine.ProbeAnswer = switch result {
             case .success(let probe): .success(probe)

@@ -40,13 +40,10 @@ public final class SpotChecker: Sendable {
         var rule: Rule
         var snapshot: PolicySnapshot
         var facts: ConnectionFacts
-        /// How long the tunnel's client took to send its hello after its upstream connection was established; in a
-        /// drawn context, the delay a check made alone waits before its hello (`HelloDelays`).
+        /// In a drawn context, how long a check made alone waits before its hello once connected, and before its
+        /// second hello once a HelloRetryRequest came: one tunnel's delays (`HelloDelays`; 0 when none is known yet).
         var helloDelayMicroseconds: Int64 = 0
-        /// How long the tunnel's client took to answer the server's HelloRetryRequest (nil: none came, or not yet); in a
-        /// drawn context, how long a check made alone waits before its second hello after one (drawn from the key's
-        /// tunnels that had one; nil when none did).
-        var retryDelayMicroseconds: Int64?
+        var retryDelayMicroseconds: Int64 = 0
 
         var party: Party { Party(client: client, stack: stack) }
     }
@@ -198,7 +195,7 @@ public final class SpotChecker: Sendable {
         // Its hellos wait as long as a tunnel's client took (`HelloDelays`), within a quarter of the probe's timeout each.
         let bound = Int64(inspector.prober.timeoutMilliseconds) * 250
         let timing = ProbeTiming(helloMicroseconds: min(context.helloDelayMicroseconds, bound),
-                                 retryMicroseconds: min(context.retryDelayMicroseconds ?? 0, bound))
+                                 retryMicroseconds: min(context.retryDelayMicroseconds, bound))
         // Fresh: the cached result stays for the tunnels meanwhile, and only a chain replaces it.
         inspector.prober.probe(key, client: context.client, on: loop, fresh: true, timing: timing) { [self] result, _ in
             ended(result, cachedDigest: cached, context: context, inspector: inspector, loop: loop)
@@ -256,8 +253,7 @@ final class SpotCheckTimers {
     /// The latest tunnel's context is the one kept whole (its rule, policy and facts; its key, whose hello any
     /// client's of the key would mirror alike: the key holds the shape), the clients as parties only: a key keeps one
     /// hello and one set of facts however many clients use it, as before clients were drawn.
-    private var contexts: [ProbeKey: (latest: SpotChecker.Context, clients: SpotCheckClients<[UInt8], UInt64>, delays: HelloDelays,
-                                      retries: HelloDelays)] = [:]
+    private var contexts: [ProbeKey: (latest: SpotChecker.Context, clients: SpotCheckClients<[UInt8], UInt64>, delays: HelloDelays)] = [:]
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -267,22 +263,21 @@ final class SpotCheckTimers {
     /// A tunnel of `context.client` relied on `key` at `now`. Called for keys this loop arms (at most the schedule's
     /// 4 096), and forgotten with their timers.
     func remember(_ key: ProbeKey, _ context: SpotChecker.Context, now: Int64) {
-        if contexts[key] == nil { contexts[key] = (context, SpotCheckClients(), HelloDelays(), HelloDelays()) }
+        if contexts[key] == nil { contexts[key] = (context, SpotCheckClients(), HelloDelays()) }
         contexts[key]!.latest = context   // in place: a copy of the table per tunnel otherwise
         contexts[key]!.clients.record(context.client, stack: context.stack, now: now) { Int.random(in: 0..<$0) }
-        contexts[key]!.delays.record(context.helloDelayMicroseconds)
-        if let retry = context.retryDelayMicroseconds { contexts[key]!.retries.record(retry) }
     }
 
     /// The context a check of `key` is made under: the latest tunnel's, for a client drawn uniformly among those that
     /// relied on the key in the last 30 s and one of its stacks (its share of the probe line, and whom a check beside
-    /// a tunnel waits for), with a hello delay drawn from the key's latest tunnels' (`HelloDelays`: the shape's
+    /// a tunnel waits for), with hello delays drawn from one of the key's latest tunnels (`HelloDelays`: the shape's
     /// tunnels, whichever client, as an interceptor sees them).
     func draw(_ key: ProbeKey) -> SpotChecker.Context? {
-        guard let (latest, clients, delays, retries) = contexts[key] else { return nil }
+        guard let (latest, clients, delays) = contexts[key] else { return nil }
         var context = latest
-        context.helloDelayMicroseconds = delays.draw { Int.random(in: 0..<$0) }
-        context.retryDelayMicroseconds = retries.count > 0 ? retries.draw { Int.random(in: 0..<$0) } : nil
+        let drawn = delays.draw { Int.random(in: 0..<$0) }
+        context.helloDelayMicroseconds = drawn?.hello ?? 0
+        context.retryDelayMicroseconds = drawn?.retry ?? 0
         if let drawn = clients.pick(now: loop.cachedMilliseconds, draw: { Int.random(in: 0..<$0) }) {
             context.client = drawn.client
             context.stack = drawn.stack
@@ -290,10 +285,10 @@ final class SpotCheckTimers {
         return context
     }
 
-    /// A tunnel that relied on `key` got a HelloRetryRequest, and its client answered it `microseconds` later: kept for
-    /// the checks of a key this loop checks (`HelloDelays`).
-    func recordRetry(_ key: ProbeKey, microseconds: Int64) {
-        contexts[key]?.retries.record(microseconds)
+    /// How long a tunnel that relied on `key` took to send its hellos: kept for the checks of a key this loop checks
+    /// (`HelloDelays`), once its handshake has shown whether a HelloRetryRequest came and how it was answered.
+    func recordDelays(_ key: ProbeKey, _ sample: HelloDelays.Sample) {
+        contexts[key]?.delays.record(sample)
     }
 
     /// Calls `action` after `milliseconds`. A key's timer is made once and scheduled again (never freed from its own
