@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from helpers import HTTPServer, TCPServer, connect_via, read_alert_lines, wait_alert_lines
+from helpers import HTTPServer, OpenSSLServer, TCPServer, connect_via, read_alert_lines, wait_alert_lines
 from test_tls13_adversary import closing  # noqa: F401 (fixtures)
 
 
@@ -150,9 +150,9 @@ def test_many_first_contacts_to_a_new_tls13_host_under_block(start_proxy, tmp_pa
 
 
 def _client_hello(server_name="genuine.test"):
-    """A TLS 1.3 ClientHello whose only group is X448, with an X448 key share: the probe repeats it (its hello is the
-    client's), but cannot compute an X448 key (a random share of the right length stands in), so a server that takes
-    X448 fails the probe."""
+    """A TLS 1.3 ClientHello whose only cipher suite is TLS_AES_128_CCM_SHA256 (an X25519 key share): the probe
+    repeats it (its hello is the client's) but cannot perform that suite, so a server that takes it fails the probe.
+    (Until 2026-11-28 this hello offered X448 only, which the probe could not perform then.)"""
     def ext(t, body):
         return struct.pack(">HH", t, len(body)) + body
 
@@ -160,21 +160,22 @@ def _client_hello(server_name="genuine.test"):
         return struct.pack(">H", len(b)) + b
     name = server_name.encode()
     exts = ext(0, v16(b"\x00" + struct.pack(">H", len(name)) + name))
-    exts += ext(10, v16(b"\x00\x1e"))
+    exts += ext(10, v16(b"\x00\x1d"))
     exts += ext(13, v16(b"\x04\x03\x08\x04\x04\x01\x05\x03\x08\x05\x05\x01"))
     exts += ext(43, b"\x02\x03\x04")
     exts += ext(45, b"\x01\x01")
-    exts += ext(51, v16(struct.pack(">HH", 0x1e, 56) + os.urandom(56)))
-    body = b"\x03\x03" + os.urandom(32) + b"\x20" + os.urandom(32) + v16(b"\x13\x01\x13\x02\x13\x03") + b"\x01\x00" + v16(exts)
+    exts += ext(51, v16(struct.pack(">HH", 0x1d, 32) + os.urandom(32)))
+    body = b"\x03\x03" + os.urandom(32) + b"\x20" + os.urandom(32) + v16(b"\x13\x04") + b"\x01\x00" + v16(exts)
     hs = b"\x01" + len(body).to_bytes(3, "big") + body
     return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
 
 
 def test_server_refusing_the_probes_offer_blocks_that_tunnel_alone(start_proxy, tmp_path, pki, closing):
-    """Under block: the client whose offer the probe cannot perform (X448 only, which the server takes) is blocked
-    (probe_failed, fail closed, as documented), promptly; the next client (curl) is not refused with 403 and gets the
-    page."""
-    backend = closing(HTTPServer(certfile=str(pki / "genuine.fullchain.pem"), keyfile=str(pki / "genuine.key"), tls="1.3"))
+    """Under block: the client whose offer the probe cannot perform (TLS_AES_128_CCM_SHA256 only, which the server
+    takes) is blocked (probe_failed, fail closed, as documented), promptly; the next client (curl, AES-GCM) is not
+    refused with 403 and gets the page."""
+    backend = closing(OpenSSLServer(pki / "genuine.pem", pki / "genuine.key", chain=pki / "genuine.chain.pem", tls="1.3",
+                                    extra=["-ciphersuites", "TLS_AES_128_CCM_SHA256:TLS_AES_128_GCM_SHA256"]))
     proxy = proxy_with(start_proxy, tmp_path, pki, "block")
     sock, status, _ = connect_via(proxy.port, f"genuine.test:{backend.port}", timeout=5)
     sock.sendall(_client_hello())
@@ -182,7 +183,7 @@ def test_server_refusing_the_probes_offer_blocks_that_tunnel_alone(start_proxy, 
     sock.close()
     lines = wait_alert_lines(proxy.alert_log, backend.port, 1)
     assert [(l["event"]["action"], l["event"]["reason"]) for l in lines] == [("block", "probe_failed")]
-    assert "group 0x001e" in lines[0]["chainwatch"]["detail"].lower(), lines[0]["chainwatch"]["detail"]
+    assert "1304" in lines[0]["chainwatch"]["detail"].lower(), lines[0]["chainwatch"]["detail"]
     ran = subprocess.run(["curl", "-s", "--max-time", "5", "--cacert", str(pki / "genuine-root.pem"), "-x", proxy.url,
                           f"https://genuine.test:{backend.port}/"], capture_output=True, timeout=10)
-    assert b"hello from upstream" in ran.stdout
+    assert b"<HTML><BODY" in ran.stdout
