@@ -32,6 +32,8 @@ final class MirrorTestCrypto: TLSCrypto {
     /// Groups whose share comes out one byte short (to provoke `.keyShareLengthMismatch`).
     let shortGroups: Set<UInt16>
     private let counter = Mutex<UInt64>(0)
+    /// The groups `keyExchange` was asked for, in order.
+    let asked = Mutex<[UInt16]>([])
 
     init(seed: UInt64, unsupported: Set<UInt16> = [], shortGroups: Set<UInt16> = []) {
         self.seed = seed
@@ -50,6 +52,7 @@ final class MirrorTestCrypto: TLSCrypto {
     }
 
     func keyExchange(group: UInt16, x25519: (any TLSKeyExchange)?) throws(TLSCryptoError) -> any TLSKeyExchange {
+        asked.withLock { $0.append(group) }
         guard !unsupported.contains(group) else { throw .unsupported("group \(group)") }
         var share: [UInt8]
         switch group {
@@ -57,6 +60,7 @@ final class MirrorTestCrypto: TLSCrypto {
         case 0x0017: share = [0x04] + randomBytes(64)
         case 0x0018: share = [0x04] + randomBytes(96)
         case 0x11EC: share = randomBytes(1184) + (x25519?.publicShare ?? randomBytes(32))
+        case 0x0100: share = randomBytes(256)
         default: throw .unsupported("group \(group)")
         }
         if shortGroups.contains(group) { share.removeLast() }

@@ -311,3 +311,20 @@ import Testing
         #expect(allEqual <= 2)
     }
 }
+
+/// A client's finite-field key shares cost the probe no key (milliseconds of the loop each): random bytes of their
+/// length, while the X25519 share beside them is a real key.
+@Suite struct HelloMirrorFiniteFieldTests {
+    @Test func aFirstHellosFiniteFieldSharesAreRandomBytesNotKeys() throws {
+        let crypto = MirrorTestCrypto(seed: 7)
+        let client = [KeyShareEntry(group: 0x001D, value: [UInt8](repeating: 1, count: 32)),
+                      KeyShareEntry(group: 0x0100, value: [UInt8](repeating: 2, count: 256)),
+                      KeyShareEntry(group: 0x0104, value: [UInt8](repeating: 3, count: 1024))]
+        let (fresh, exchanges) = try HelloMirror.freshKeyShares(client, HelloMirrorRandom(crypto: crypto))
+        #expect(crypto.asked.withLock { $0 } == [0x001D])
+        #expect(exchanges.map(\.group) == [0x001D])
+        #expect(fresh.map(\.group) == [0x001D, 0x0100, 0x0104])
+        #expect(fresh.map(\.value.count) == [32, 256, 1024])
+        #expect(fresh[1].value != client[1].value && fresh[2].value != client[2].value)
+    }
+}

@@ -60,8 +60,12 @@ public enum HelloMirror {
         throws(HelloMirrorError) -> ([KeyShareEntry], [any TLSKeyExchange]) {
         let x25519Group: UInt16 = 0x001D
         var made: [Int: any TLSKeyExchange] = [:]
-        // Plain groups first, so a hybrid after its x25519 twin in the list can reuse it.
-        for (index, entry) in entries.enumerated() where !isGREASE(entry.group) && ClientHelloShape.x25519Half(of: entry.group) == nil {
+        // Plain groups first, so a hybrid after its x25519 twin in the list can reuse it. A finite-field share (RFC 7919,
+        // 0x0100 to 0x01FF) stays random bytes of its length: its key costs the loop milliseconds (ffdhe8192 about
+        // 10 ms), a hello may carry several, and no client people use sends one; a retry that asks for the group gets a
+        // real key (`HelloMirrorRetry`).
+        for (index, entry) in entries.enumerated()
+        where !isGREASE(entry.group) && ClientHelloShape.x25519Half(of: entry.group) == nil && !(0x0100...0x01FF).contains(entry.group) {
             made[index] = try exchange(entry.group, x25519: nil, random.crypto)
         }
         let x25519Index = entries.firstIndex { $0.group == x25519Group }
